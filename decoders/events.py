@@ -85,16 +85,18 @@ def raw_hex(raw: bytes | memoryview | None) -> str | None:
 class EventSink:
     """Column-wise builder of decoded events for one archive."""
 
-    def __init__(self, source: str, fmt: str, archive_file: str) -> None:
+    def __init__(self, source: str, fmt: str, archive_file: str, batch_rows: int = 65536) -> None:
         self.source = source
         self.format = fmt
         self.archive_file = archive_file
+        self.batch_rows = batch_rows
         self._cols: dict[str, list] = {name: [] for name in EVENT_COLUMNS}
-        self._n = 0
+        self._n = 0          # rows in the open column lists
+        self._done: list[pa.RecordBatch] = []
         self.records_read = 0
 
     def __len__(self) -> int:
-        return self._n
+        return self._n + sum(b.num_rows for b in self._done)
 
     def add(self, kind: str, record_offset: int, record_index: int, n_records: int = 1,
             **fields: Any) -> None:
@@ -113,6 +115,15 @@ class EventSink:
             cols[name].append(fields.get(name))
         self._n += 1
         self.records_read += n_records
+        if self._n >= self.batch_rows:
+            self._seal()
+
+    def _seal(self) -> None:
+        """Turn the open column lists into an Arrow batch (bounds Python object memory)."""
+        if self._n:
+            self._done.append(self._build())
+            self._cols = {name: [] for name in EVENT_COLUMNS}
+            self._n = 0
 
     def quarantine(self, error, record_offset: int, record_index: int, raw: bytes | None,
                    n_records: int = 1, **fields: Any) -> None:
@@ -121,13 +132,23 @@ class EventSink:
                  error_class=getattr(error, "error_class", type(error).__name__),
                  message=str(error), raw_hex=raw_hex(raw), **fields)
 
-    def to_batch(self) -> pa.RecordBatch:
+    def _build(self) -> pa.RecordBatch:
         arrays = [pa.array(self._cols[name], type=typ) for name, typ in EVENT_FIELDS]
         return pa.RecordBatch.from_arrays(arrays, schema=EVENT_SCHEMA)
 
+    def batches(self) -> list[pa.RecordBatch]:
+        """All events so far as Arrow batches (the sink is left empty)."""
+        self._seal()
+        out, self._done = self._done, []
+        return out
+
+    def to_table(self) -> pa.Table:
+        self._seal()
+        return pa.Table.from_batches(self._done, schema=EVENT_SCHEMA)
+
     def rows(self) -> list[dict]:
-        """The events as dicts (tests and tools; the pipeline uses ``to_batch``)."""
-        return [{name: self._cols[name][i] for name in EVENT_COLUMNS} for i in range(self._n)]
+        """The events as dicts (tests and tools; the pipeline uses ``batches``)."""
+        return self.to_table().to_pylist()
 
 
 def utc(ts: _dt.datetime | None) -> _dt.datetime | None:

@@ -243,9 +243,10 @@ class FormatSynth:
     planner_options: dict = {}
 
     def __init__(self, source: str, catalog: Catalog | None = None, options: dict | None = None,
-                 seed: int = 0, **planner_kw) -> None:
+                 seed: int = 0, timezone: str = "UTC", **planner_kw) -> None:
         self.source = source
         self.options = dict(options or {})
+        self.timezone = timezone      # zone the source writes local times in (informix, rdb)
         self.rng = random.Random(seed * 7919 + 17)
         self.catalog = catalog or self.make_catalog(source, random.Random(seed))
         kw = {**self.planner_options, **planner_kw}

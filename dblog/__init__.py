@@ -1,0 +1,1 @@
+"""dblog-etl pipeline library: configuration, data root, Spark stages, the ``dblog`` CLI."""

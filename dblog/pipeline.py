@@ -1,0 +1,107 @@
+"""The nightly pipeline as plain functions, one per stage.
+
+``dblog run`` calls them in one process (Spark ``local[*]``); the Airflow DAG runs the same
+functions as separate tasks (``jobs/`` are the spark-submit entry points). Every stage
+reads what it needs from the run's staging directory and the data root only.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .config import load_config
+from .decode import decode_stage
+from .order import load_summary, order_stage
+from .paths import DataRoot, new_run_id, safe_run_id
+from .publish import publish
+from .stage import load_manifest, stage
+from .tables import tables_stage
+
+log = logging.getLogger("dblog")
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    date: str
+    published: bool
+    report: str | None
+    summary: dict = field(default_factory=dict)
+    failures: list[str] = field(default_factory=list)
+    version: str | None = None
+
+
+def stage_night(date: str, config: str | None = None, data_root: str | None = None,
+                sources: list[str] | None = None, run_id: str | None = None) -> Path:
+    cfg = load_config(config)
+    root = DataRoot.of(data_root)
+    run_id = safe_run_id(run_id) if run_id else new_run_id(date)
+    stage(cfg, cfg.select(sources), root, date, run_id)
+    return root.staging(run_id)
+
+
+def decode_night(spark, run_dir: Path) -> None:
+    decode_stage(spark, load_manifest(run_dir), run_dir)
+
+
+def order_night(spark, run_dir: Path) -> dict:
+    manifest = load_manifest(run_dir)
+    summary = order_stage(spark, manifest, run_dir)
+    tables_stage(spark, manifest, run_dir)
+    return summary
+
+
+def validate_night(spark, run_dir: Path):
+    from .validate import validate_stage
+
+    manifest = load_manifest(run_dir)
+    return validate_stage(spark, manifest, run_dir, DataRoot.of(manifest["data_root"]))
+
+
+def publish_night(run_dir: Path) -> Path:
+    manifest = load_manifest(run_dir)
+    return publish(DataRoot.of(manifest["data_root"]), manifest, run_dir, load_summary(run_dir))
+
+
+def run_night(date: str, config: str | None = None, data_root: str | None = None,
+              sources: list[str] | None = None, master: str | None = None,
+              run_id: str | None = None, spark=None) -> RunResult:
+    """Stage, decode, order, validate and (if valid) publish one logical date."""
+    from .spark import get_session
+
+    run_dir = stage_night(date, config, data_root, sources, run_id)
+    spark = spark or get_session(master or "local[*]")
+    log.info("decoding %s", run_dir)
+    decode_night(spark, run_dir)
+    log.info("ordering")
+    summary = order_night(spark, run_dir)
+    log.info("validating")
+    result = validate_night(spark, run_dir)
+    version = None
+    if result.success:
+        version = str(publish_night(run_dir))
+    return RunResult(run_dir.name, date, result.success, result.report, summary, result.failures,
+                     version)
+
+
+def describe(result: RunResult, root: DataRoot) -> str:
+    lines = [f"run {result.run_id} for {result.date}: "
+             + ("PUBLISHED" if result.published else "VALIDATION FAILED, nothing published")]
+    for source, s in result.summary.items():
+        lines.append(f"  {source}: {s['published_transactions']} transactions, commit_seq "
+                     f"{s['seq_base'] + 1}..{s['last_commit_seq']}")
+    for f in result.failures:
+        lines.append(f"  failed: {f}")
+    if result.published:
+        lines.append(f"  published: {root.published}/changes, transactions, tables "
+                     f"(snapshot {Path(result.version).name})")
+    if result.report:
+        lines.append(f"  report: {result.report}")
+    return "\n".join(lines)
+
+
+def to_json(result: RunResult) -> str:
+    return json.dumps(result.__dict__, indent=1, default=str)

@@ -1,0 +1,177 @@
+"""Publish: move a validated run from staging into the data root, atomically.
+
+``published/`` is a symbolic link to one immutable snapshot ``.published/<version>/``
+holding ``changes/``, ``transactions/`` and ``tables/``. A publish builds the next snapshot
+(hard links to every file of the current one except the partitions this run replaces,
+plus the run's staged partitions), then swaps the link with one ``rename()``: a reader
+sees the old night or the new night, never a mix, even when the process is killed
+half-way (the half-built snapshot is simply never linked, and is removed later).
+
+``quarantine/``, ``audit/`` and ``state/<source>/<date>/`` are replaced partition by
+partition (directory renames) before the swap; a rerun of the date replaces them again.
+Publishes are serialised by a lock file (and by an Airflow pool in the DAG).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import fcntl
+import json
+import os
+import shutil
+import uuid
+from contextlib import contextmanager
+from pathlib import Path
+
+from .order import AUDIT, CHANGES, QUARANTINE, STATE, TRANSACTIONS
+from .paths import DataRoot
+from .stage import CARRY_DIR, HELD_DIR, SEQ_FILE, state_dates
+
+TABLES = "tables"
+KEEP_VERSIONS = 3
+PUBLISHED_MARKER = "_PUBLISHED.json"
+
+
+class PublishError(RuntimeError):
+    pass
+
+
+@contextmanager
+def publish_lock(root: DataRoot):
+    root.versions.mkdir(parents=True, exist_ok=True)
+    with open(root.versions / ".lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def current_version(root: DataRoot) -> Path | None:
+    link = root.published
+    if link.is_symlink():
+        return (link.parent / os.readlink(link)).resolve()
+    if link.exists():
+        raise PublishError(f"{link} exists but is not the link that dblog manages; move it away")
+    return None
+
+
+def _replaced(rel: Path, sources: set[str], date: str) -> bool:
+    """Is the file at ``rel`` (relative to a snapshot) in a partition this run replaces?"""
+    parts = rel.parts
+    if f"date={date}" not in parts:
+        return False
+    if parts[0] in (CHANGES, TRANSACTIONS):
+        return any(p in {f"source={s}" for s in sources} for p in parts)
+    if parts[0] == TABLES:
+        return len(parts) > 1 and parts[1] in sources
+    return False
+
+
+def _move_tree(src: Path, dst: Path) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    os.rename(src, dst)
+
+
+def _replace_dir(new: Path, target: Path) -> None:
+    """Put directory ``new`` at ``target``, replacing what was there."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    trash = None
+    if target.exists():
+        trash = target.parent / f".{target.name}.old-{uuid.uuid4().hex[:8]}"
+        os.rename(target, trash)
+    os.rename(new, target)
+    if trash is not None:
+        shutil.rmtree(trash, ignore_errors=True)
+
+
+def _partitions(base: Path):
+    """(source, date, dir) of ``source=S/date=D`` partitions staged under ``base``."""
+    if not base.is_dir():
+        return
+    for sdir in sorted(base.glob("source=*")):
+        for ddir in sorted(sdir.glob("date=*")):
+            yield sdir.name.split("=", 1)[1], ddir.name.split("=", 1)[1], ddir
+
+
+def check_renumbering(root: DataRoot, manifest: dict, summary: dict) -> None:
+    """A rerun of an earlier night must not change the numbering later nights continue."""
+    date = manifest["date"]
+    for src in manifest["sources"]:
+        name = src["name"]
+        later = [d for d in state_dates(root, name) if d > date]
+        own = root.state(name) / date / SEQ_FILE
+        if later and own.is_file():
+            before = json.loads(own.read_text())["last_commit_seq"]
+            after = summary[name]["last_commit_seq"]
+            if before != after:
+                raise PublishError(
+                    f"{name}: rerunning {date} would end its commit_seq at {after}, but it ended at "
+                    f"{before} and later nights ({', '.join(later)}) continue from there; rerun "
+                    f"{date} and every later night together (a backfill from {date})")
+
+
+def publish(root: DataRoot, manifest: dict, run_dir: Path, summary: dict) -> Path:
+    run_dir = Path(run_dir)
+    date = manifest["date"]
+    sources = {s["name"] for s in manifest["sources"]}
+    with publish_lock(root):
+        check_renumbering(root, manifest, summary)
+        # 1. quarantine and audit partitions
+        for dataset, target in ((QUARANTINE, root.quarantine), (AUDIT, root.audit)):
+            staged = {(s, d): p for s, d, p in _partitions(run_dir / dataset)}
+            for s in sources:
+                dest = target / f"source={s}" / f"date={date}"
+                if (s, date) in staged:
+                    _replace_dir(staged[(s, date)], dest)
+                elif dest.exists():
+                    shutil.rmtree(dest)
+        # 2. state for the next night
+        for s in sources:
+            new_state = run_dir / STATE / "publish" / s
+            new_state.mkdir(parents=True, exist_ok=True)
+            for sub in (HELD_DIR, CARRY_DIR):
+                staged = run_dir / STATE / sub / f"source={s}"
+                if staged.is_dir():
+                    _move_tree(staged, new_state / sub)
+            shutil.copy2(run_dir / STATE / "seq" / s / SEQ_FILE, new_state / SEQ_FILE)
+            _replace_dir(new_state, root.state(s) / date)
+        # 3. the next snapshot of published/, then the atomic swap
+        current = current_version(root)
+        version = root.versions / (
+            _dt.datetime.now(_dt.timezone.utc).strftime("v%Y%m%dT%H%M%S%f") + "_" + uuid.uuid4().hex[:6])
+        version.mkdir(parents=True)
+        if current is not None:
+            for dirpath, _dirs, files in os.walk(current):
+                rel_dir = Path(dirpath).relative_to(current)
+                for f in files:
+                    rel = rel_dir / f
+                    if rel.parts and rel.parts[0] in (CHANGES, TRANSACTIONS, TABLES) \
+                            and not _replaced(rel, sources, date):
+                        (version / rel_dir).mkdir(parents=True, exist_ok=True)
+                        os.link(Path(dirpath) / f, version / rel)
+        for dataset in (CHANGES, TRANSACTIONS):
+            for s, d, p in _partitions(run_dir / dataset):
+                _move_tree(p, version / dataset / f"source={s}" / f"date={d}")
+        tables = run_dir / TABLES
+        if tables.is_dir():
+            for tdir in sorted(tables.glob("*/*/date=*")):
+                _move_tree(tdir, version / TABLES / tdir.relative_to(tables))
+        for dataset in (CHANGES, TRANSACTIONS, TABLES):
+            (version / dataset).mkdir(exist_ok=True)
+        (version / PUBLISHED_MARKER).write_text(json.dumps(
+            {"run_id": manifest["run_id"], "date": date, "sources": sorted(sources),
+             "previous": current.name if current else None}))
+        tmp = root.root / f".published-link-{uuid.uuid4().hex[:8]}"
+        os.symlink(os.path.relpath(version, root.root), tmp)
+        os.replace(tmp, root.published)  # the atomic moment
+        _collect_garbage(root, version)
+    return version
+
+
+def _collect_garbage(root: DataRoot, keep: Path) -> None:
+    """Drop all but the newest snapshots (readers of an old link keep working a while)."""
+    versions = sorted(p for p in root.versions.iterdir() if p.is_dir() and p.name.startswith("v"))
+    for old in versions[:-KEEP_VERSIONS]:
+        if old != keep:
+            shutil.rmtree(old, ignore_errors=True)
