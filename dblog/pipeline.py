@@ -61,9 +61,10 @@ def validate_night(spark, run_dir: Path):
     return validate_stage(spark, manifest, run_dir, DataRoot.of(manifest["data_root"]))
 
 
-def publish_night(run_dir: Path) -> Path:
+def publish_night(run_dir: Path, only_sources: list[str] | None = None) -> Path:
     manifest = load_manifest(run_dir)
-    return publish(DataRoot.of(manifest["data_root"]), manifest, run_dir, load_summary(run_dir))
+    return publish(DataRoot.of(manifest["data_root"]), manifest, run_dir, load_summary(run_dir),
+                   only_sources)
 
 
 def run_night(date: str, config: str | None = None, data_root: str | None = None,

@@ -94,11 +94,10 @@ def _partitions(base: Path):
             yield sdir.name.split("=", 1)[1], ddir.name.split("=", 1)[1], ddir
 
 
-def check_renumbering(root: DataRoot, manifest: dict, summary: dict) -> None:
+def check_renumbering(root: DataRoot, manifest: dict, summary: dict, sources: set[str]) -> None:
     """A rerun of an earlier night must not change the numbering later nights continue."""
     date = manifest["date"]
-    for src in manifest["sources"]:
-        name = src["name"]
+    for name in sorted(sources):
         later = [d for d in state_dates(root, name) if d > date]
         own = root.state(name) / date / SEQ_FILE
         if later and own.is_file():
@@ -111,12 +110,19 @@ def check_renumbering(root: DataRoot, manifest: dict, summary: dict) -> None:
                     f"{date} and every later night together (a backfill from {date})")
 
 
-def publish(root: DataRoot, manifest: dict, run_dir: Path, summary: dict) -> Path:
+def publish(root: DataRoot, manifest: dict, run_dir: Path, summary: dict,
+            only_sources: list[str] | None = None) -> Path:
+    """Publish the run (or only ``only_sources`` of it: the DAG publishes per source)."""
     run_dir = Path(run_dir)
     date = manifest["date"]
     sources = {s["name"] for s in manifest["sources"]}
+    if only_sources:
+        unknown = set(only_sources) - sources
+        if unknown:
+            raise PublishError(f"sources {sorted(unknown)} are not part of run {manifest['run_id']}")
+        sources = set(only_sources)
     with publish_lock(root):
-        check_renumbering(root, manifest, summary)
+        check_renumbering(root, manifest, summary, sources)
         # 1. quarantine and audit partitions
         for dataset, target in ((QUARANTINE, root.quarantine), (AUDIT, root.audit)):
             staged = {(s, d): p for s, d, p in _partitions(run_dir / dataset)}
@@ -152,10 +158,11 @@ def publish(root: DataRoot, manifest: dict, run_dir: Path, summary: dict) -> Pat
                         os.link(Path(dirpath) / f, version / rel)
         for dataset in (CHANGES, TRANSACTIONS):
             for s, d, p in _partitions(run_dir / dataset):
-                _move_tree(p, version / dataset / f"source={s}" / f"date={d}")
+                if s in sources:
+                    _move_tree(p, version / dataset / f"source={s}" / f"date={d}")
         tables = run_dir / TABLES
-        if tables.is_dir():
-            for tdir in sorted(tables.glob("*/*/date=*")):
+        for s in sorted(sources):
+            for tdir in sorted((tables / s).glob("*/date=*")):
                 _move_tree(tdir, version / TABLES / tdir.relative_to(tables))
         for dataset in (CHANGES, TRANSACTIONS, TABLES):
             (version / dataset).mkdir(exist_ok=True)
