@@ -487,6 +487,7 @@ def test_generated_nights_publish_exactly(seed, commit_records):
     synth = rdb.Synth("fin_rdb", options={"commit_records": commit_records}, seed=seed)
     assert synth.timezone == "Europe/Berlin"
     kinds_seen: set = set()
+    live_rows: set = set()
     for night in synth.nights(_dt.date(2024, 10, 26), 3, 60):     # a DST change inside
         assert len(night.archives) == 2
         rows = []
@@ -507,6 +508,14 @@ def test_generated_nights_publish_exactly(seed, commit_records):
         stamps = [e["commit_ts"] for e in expected]
         assert stamps == sorted(stamps) and all(s.tzinfo is not None for s in stamps)
         assert {e["op"] for e in expected} == {"m", "d"}
+        # LogMiner gives only the final image of a row per transaction
+        per_trx = [(e["trx_id"], e["row_id"]) for e in expected]
+        assert len(per_trx) == len(set(per_trx))
+        for e in expected:                 # a delete removes a row an earlier change wrote
+            if e["op"] == "d":
+                live_rows.remove(e["row_id"])
+            else:
+                live_rows.add(e["row_id"])
         assert any("null" in (e["after"] or e["before"]) for e in expected)
     if commit_records is False:
         assert "commit" not in kinds_seen

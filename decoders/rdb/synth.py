@@ -6,7 +6,8 @@ image), optionally followed by a ``C`` commit record. So the writer:
 
 * writes a transaction on the night it commits (an ``open`` one on the next night, all of
   it; a rolled-back one never) and nothing for open or rolled-back work;
-* keeps, per transaction, only the last change of each row (rows are told apart by DBK);
+* keeps, per transaction, only the last change of each row (rows are told apart by DBK),
+  and never deletes a row in the transaction that inserted it;
 * gives commit times that strictly increase in file order, with sub-microsecond ticks that
   the decoder must truncate, and computes the expected UTC ``commit_ts`` from the local time
   it wrote;
@@ -39,22 +40,32 @@ class RdbPlanner(Planner):
         self.dbk_of: dict[int, str] = {}           # id(live row list) -> DBK text
         self.area = {t.id: i + 2 for i, t in enumerate(self.catalog.tables)}
         self.next_row = {t.id: 0 for t in self.catalog.tables}
+        self.fresh: set[int] = set()
 
     def _new_dbk(self, table: Table) -> str:
         k = self.next_row[table.id]
         self.next_row[table.id] = k + 1
         return L.dbk_text(L.dbk_value(self.area[table.id], 1000 + k // 40, 1 + k % 40))
 
+    def transaction(self, when: _dt.datetime) -> SynTrx:
+        self.fresh: set[int] = set()               # rows inserted by this transaction
+        return super().transaction(when)
+
     def change(self, table: Table) -> SynChange:
         rng = self.rng
         live = self.rows[table.id]
         op = rng.choice(self.ops)
         if op == "d" and live:
-            i = rng.randrange(len(live))
-            before = live[i]
-            live[i] = live[-1]
-            live.pop()
-            return SynChange("d", table, before, None, row_id=self.dbk_of.pop(id(before)))
+            # a row inserted and deleted by one transaction never shows in LogMiner output:
+            # delete only rows of earlier transactions
+            for _ in range(4):
+                i = rng.randrange(len(live))
+                before = live[i]
+                if id(before) not in self.fresh:
+                    live[i] = live[-1]
+                    live.pop()
+                    return SynChange("d", table, before, None,
+                                     row_id=self.dbk_of.pop(id(before)))
         if live and rng.random() < 0.35:          # modify a live row, keeping its key
             i = rng.randrange(len(live))
             before = live[i]
@@ -65,11 +76,15 @@ class RdbPlanner(Planner):
             live[i] = after
             dbk = self.dbk_of.pop(id(before))
             self.dbk_of[id(after)] = dbk
+            if id(before) in self.fresh:
+                self.fresh.discard(id(before))
+                self.fresh.add(id(after))
             return SynChange("m", table, None, after, row_id=dbk)
         after = self.row(table)
         live.append(after)
         dbk = self._new_dbk(table)
         self.dbk_of[id(after)] = dbk
+        self.fresh.add(id(after))
         return SynChange("m", table, None, after, row_id=dbk)
 
 
@@ -109,7 +124,8 @@ class Synth(FormatSynth):
 
     # -- writing
     def _final_images(self, t: SynTrx) -> None:
-        """Only the last change of each row (by DBK) per transaction."""
+        """Only the last change of each row (by DBK) per transaction (an insert then modify
+        of one row is one ``m`` with the last image)."""
         last = {ch.row_id: i for i, ch in enumerate(t.changes)}
         t.changes = [ch for i, ch in enumerate(t.changes) if last[ch.row_id] == i]
 
