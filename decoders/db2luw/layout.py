@@ -161,7 +161,7 @@ FUD_HEADER = (                   # Formatted User Data Record, Table 108
     ("len_fixed", "u2"),         # length of the fixed section
 )
 VARIABLE_REF = (("ofs_data", "u2"), ("len_data", "u2"))  # from the start of the fixed section
-COMMIT = (("time_committed", "u4"),)              # UTC seconds; the authid is the rest
+COMMIT_BODY = (("time_committed", "u4"),)              # UTC seconds; the authid is the rest
 
 USER_RECORD_TYPES = frozenset((0x00, 0x10))
 FORMATTED_USER_DATA = 1
@@ -205,7 +205,7 @@ LAYOUTS = {
     "alter_column": ALTER_COLUMN, "alter_attribute": ALTER_ATTRIBUTE, "init_table": INIT_TABLE,
     "index": INDEX, "table_object": TABLE_OBJECT, "truncate": TRUNCATE, "reorg": REORG,
     "record_header": RECORD_HEADER, "fud_header": FUD_HEADER, "variable_ref": VARIABLE_REF,
-    "commit": COMMIT,
+    "commit": COMMIT_BODY,
 }
 
 
