@@ -24,6 +24,17 @@ Values, all fixed-width hex (text order = log order):
                      catalog, the catalog table whose name is RELATION_NAME (trimmed), and then
                      its catalog id; neither: the record is quarantined (``unknown_table``).
 
+Row data: columns in catalog order at fixed offsets (one precompiled ``struct.Struct`` per
+table; a NULL column still occupies its width and its bytes are not read; VARCHAR(n) is a
+2-byte length then always n bytes). DATE VMS and TIMESTAMP are 8-byte signed 100 ns ticks
+since 1858-11-17, source-local, truncated to microseconds; a DATE column keeps the day only
+(SPEC section 5 renders DATE as ``YYYY-MM-DD``). CHAR/VARCHAR are decoded in the table's
+``encoding``, default latin-1 (DEC MCS, Rdb's default character set). Null bit vector bits
+after the last column's are unused and ignored. DATA_LEN must equal the table's row width
+and NBV_LEN its column count, else the record is quarantined (``corrupt``) and decoding goes
+on after it. A catalog table with a column type LogMiner does not write (DECIMAL, TIME,
+BINARY, LOBs...) cannot describe a row: its records are quarantined as ``unknown_table``.
+
 Every record read gives exactly one sink row (``n_records = 1``). A record whose header or
 data runs past the end of the file, or whose ACTION is unknown (the record length cannot be
 known), makes resynchronisation impossible: the rest of the file is quarantined as one row
