@@ -14,7 +14,10 @@ import datetime as _dt
 import json
 import math
 import struct
-from decimal import Decimal, InvalidOperation
+from decimal import Context, Decimal, InvalidOperation
+
+# exact decimal arithmetic for up to 31-digit DECIMALs (the default context rounds at 28)
+_DEC = Context(prec=80)
 from typing import Callable, Iterable, Sequence
 
 import numpy as np
@@ -124,7 +127,7 @@ def decode_packed(raw: bytes, scale: int = 0) -> Decimal:
     else:
         raise BadValue("bad packed-decimal sign nibble", offset=len(raw) - 1,
                        expected="C/F (+) or D/B (-)", actual=f"0x{sign:X}")
-    value = Decimal(int(digits)).scaleb(-scale)
+    value = Decimal(int(digits)).scaleb(-scale, _DEC)
     return -value if negative else value
 
 
@@ -132,7 +135,7 @@ def encode_packed(value: Decimal | int | str, precision: int, scale: int = 0, *,
                   positive_sign: int = 0xC, negative_sign: int = 0xD) -> bytes:
     """Inverse of ``decode_packed`` for a DECIMAL(precision, scale)."""
     dec = Decimal(value)
-    unscaled = int(dec.scaleb(scale).to_integral_value())
+    unscaled = int(dec.scaleb(scale, _DEC).to_integral_value(context=_DEC))
     negative = unscaled < 0 or (unscaled == 0 and dec.is_signed())
     digits = str(abs(unscaled))
     if len(digits) > precision:
@@ -211,7 +214,9 @@ def decode_db2_timestamp(raw: bytes) -> _dt.datetime:
 
 
 def encode_db2_timestamp(value: _dt.datetime) -> bytes:
-    return encode_bcd_digits(value.strftime("%Y%m%d%H%M%S") + f"{value.microsecond:06d}")
+    v = value
+    return encode_bcd_digits(f"{v.year:04d}{v.month:02d}{v.day:02d}{v.hour:02d}{v.minute:02d}"
+                             f"{v.second:02d}{v.microsecond:06d}")
 
 
 # VMS time: signed quadword of 100 ns ticks since 1858-11-17 00:00 (local time of the source).
@@ -346,9 +351,9 @@ def decimal_text(value: Decimal | int | str, scale: int) -> str:
         raise BadValue("not a decimal number", expected="a decimal string", actual=value) from exc
     if not dec.is_finite():
         raise BadValue("decimal is not finite", expected="a finite decimal", actual=value)
-    q = dec.quantize(Decimal(1).scaleb(-scale)) if scale > 0 else dec.quantize(Decimal(1))
+    q = dec.quantize(Decimal(1).scaleb(-scale), context=_DEC)
     text = format(q, "f")
-    if text.startswith("-") and Decimal(text) == 0:
+    if text.startswith("-") and q.is_zero():
         text = text[1:]
     return text
 
