@@ -296,7 +296,9 @@ class _Decoder:
         return r
 
     def bad(self, unit: Unit, index: int, err: DecodeError, **fields) -> _Row:
-        err.located(offset=unit.line_no, record_index=index)
+        # the offset of an onlog record is its line number: say "line N", not "pos 0x.."
+        err.path = f"line {unit.line_no}" + (f", {err.path}" if err.path else "")
+        err.located(record_index=index)
         r = _Row("quarantine", unit.line_no, index, fields, err, unit.raw)
         self.rows.append(r)
         return r
@@ -494,7 +496,7 @@ def decode(data: bytes, ctx: DecodeContext, sink: EventSink) -> dict:
         if units:  # no position can be given to anything: the file is one quarantine row
             err = Corrupt("archive name does not end in _<uniqid>.txt", path="archive name",
                           expected="..._<decimal uniqid>.txt", actual=ctx.archive[-60:])
-            err.located(archive=ctx.archive, offset=units[0].line_no, record_index=0)
+            err.located(archive=ctx.archive, path=f"line {units[0].line_no}", record_index=0)
             sink.quarantine(err, units[0].line_no, 0, data, n_records=len(units))
         return dict(ctx.carry) if ctx.carry else {"version": CARRY_VERSION, "uniqid": None,
                                                   "open": {}}

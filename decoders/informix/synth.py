@@ -39,8 +39,8 @@ class Synth(FormatSynth):
 
     def __init__(self, source: str, catalog: Catalog | None = None, options: dict | None = None,
                  seed: int = 0, *, timezone: str | None = None, **planner_kw) -> None:
-        self.timezone = timezone or (options or {}).get("timezone") or DEFAULT_TIMEZONE
-        super().__init__(source, catalog, options, seed, **planner_kw)
+        tz = timezone or (options or {}).get("timezone") or DEFAULT_TIMEZONE
+        super().__init__(source, catalog, options, seed, timezone=tz, **planner_kw)
         self.zone = ZoneInfo(self.timezone)
         self.uniqid = FIRST_UNIQID
         self.free_xids = list(range(1, 1000))          # a heap: lowest free xid first
