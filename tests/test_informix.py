@@ -6,6 +6,7 @@ import datetime as _dt
 import json
 from collections import defaultdict
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -664,3 +665,15 @@ def test_generated_xids_are_reused():
             if rec.type == "BEGIN":
                 xids.append(rec.xid)
     assert len(xids) == 40 and len(set(xids)) < len(xids)
+
+
+def test_synth_writes_local_time_of_its_timezone():
+    for tz in ("UTC", "Asia/Kolkata"):
+        synth = Synth(SOURCE, seed=4, timezone=tz)
+        night = synth.night(_dt.date(2024, 1, 15), 15)
+        rows, _ = decode_night(night.archives, None, tz=tz)
+        assert resolve([rows])[0] == [e.as_dict() for e in night.expected]
+        t = next(t for t in night.trxs if t.outcome == "commit" and t.commit_position)
+        local = t.commit_ts.replace(tzinfo=ZoneInfo(tz))
+        assert t.extra["published_commit_ts"] == local and \
+            t.extra["published_commit_ts"].utcoffset() == _dt.timedelta(0)

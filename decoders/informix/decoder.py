@@ -32,6 +32,22 @@ compensated (records are stacked as they are read, BEGIN/CLR/COMMIT/ROLLBACK exc
 ``undo`` row's ``undo_of`` is the position of the change that record belongs to (its own
 position for a record that is not part of a change). A CLR with nothing left to compensate
 is a control row ``clr_without_work``.
+
+Positions: ``position`` = 8 hex digits of the uniqid + 8 of the addr (upper case), so text
+order is log order across files; ``trx_id`` = ``<uniqid>:<begin addr>`` (decimal, lower-case
+hex); ``commit_position`` = the COMMIT's position; ``commit_ts`` = the COMMIT's date and time
+read in ``ctx.timezone`` (fold 0 for an ambiguous local time), as UTC. ``table_id`` and
+``row_id`` are the printed hex values, lower case, without leading zeros.
+
+Carry (JSON): ``{"version": 1, "uniqid": <last file>, "open": {"<xid>": {"trx": trx_id,
+"user": BEGIN user, "last": addr of the xid's last record (None: unknown), "undo": [positions
+a CLR may still compensate], "fold": {"owner", "after", "tbl", "row"} | None}}}``.
+
+Other decisions: an xid that BEGINs again while still open starts a new transaction (the old
+one is never ended, its rows stay held); a BEGIN whose own columns are bad is quarantined
+but still opens its transaction; columns beyond the documented ones are ignored (kept on the
+parsed ``Record``); a file name without ``_<uniqid>.txt`` makes the whole file one
+quarantine row (``n_records`` = its record lines) and passes the carry on unchanged.
 """
 
 from __future__ import annotations
