@@ -141,12 +141,29 @@ def _text(enc: str) -> Callable[[bytes], str]:
     return dec
 
 
+def _to_ascii(enc: str) -> bytes | None:
+    """A ``bytes.translate`` table from a single-byte codepage to ASCII (non-ASCII -> '?'),
+    b"" when the codepage is ASCII-compatible (no translation), None when it is neither."""
+    if "0-9.:T ".encode(enc) == b"0-9.:T ":
+        return b""
+    try:
+        chars = [bytes([b]).decode(enc) for b in range(256)]
+    except UnicodeDecodeError:
+        return None
+    if any(len(c) != 1 for c in chars):
+        return None
+    return bytes(ord(c) if ord(c) < 128 else 0x3F for c in chars)
+
+
 def _chars(enc: str, pattern: re.Pattern, build: Callable, what: str) -> Callable[[bytes], object]:
     """DATE/TIME/TIMESTAMP as characters in the table's encoding."""
-    ascii_compatible = "a0".encode(enc) == b"a0"
+    table = _to_ascii(enc)
 
     def dec(raw: bytes):
-        text = raw if ascii_compatible else _text(enc)(raw).encode("ascii", "replace")
+        if table is None:
+            text = _text(enc)(raw).encode("ascii", "replace")
+        else:
+            text = raw.translate(table) if table else raw
         m = pattern.fullmatch(text)
         if m is None:
             raise BadValue(f"{what} is not in ISO character format", expected=what,
