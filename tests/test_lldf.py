@@ -643,3 +643,35 @@ def test_file_order_is_shuffled_and_headers_vary():
         assert orders != sorted(orders)
         lens.add(int.from_bytes(data[0:2], "big"))
     assert lens == {288, 296}
+
+
+def test_bad_date_characters_and_varchar_length():
+    good = rec(hdr(ct="I "), E.row_area(T1, None, ROW1))
+    at = good.index("2024-02-29".encode("cp037"))
+    bad_date = _with(at, "2024-02-30".encode("cp037"), good)
+    at = good.index("Müller".encode("cp037")) - 2
+    bad_len = _with(at, L.LEN2.pack(41), good)
+    rows = run(bad_date + bad_len + GOOD)
+    assert [(r["kind"], r["error_class"]) for r in rows] == [
+        ("quarantine", "bad_value"), ("quarantine", "bad_value"), ("change", None)]
+    assert "OPENED" in rows[0]["message"] and "HOLDER" in rows[1]["message"]
+    assert rows[1]["record_offset"] == len(bad_date)
+
+
+def test_unknown_codepage_option_quarantines_the_file():
+    sink = EventSink("core_zos", "lldf", "a.dat")
+    decode(GOOD + GOOD, ctx(codepage="no-such-codepage"), sink)
+    (row,) = sink.rows()
+    assert row["kind"] == "quarantine" and row["record_offset"] == 0 and row["n_records"] == 1
+
+
+def test_reassembled_without_rule_falls_back_on_op():
+    area = E.row_area(T2, None, ROW2)
+    row = {"op": "c", "table_id": "261.3", "rule": None, "archive_file": "a", "record_offset": 0}
+    assert decode_reassembled(area, row, ctx())["after"] == render(T2, ROW2)
+    with pytest.raises(DecodeError) as ei:
+        decode_reassembled(area, dict(row, table_id="9.9"), ctx())
+    assert ei.value.error_class == "unknown_table"
+    with pytest.raises(DecodeError) as ei:
+        decode_reassembled(area[:-1], row, ctx())
+    assert ei.value.error_class == "corrupt" and "reassembled DATA area" in str(ei.value)
