@@ -94,6 +94,43 @@ def _packed(scale: int) -> Callable[[bytes], object]:
     return dec
 
 
+# Fast paths for the packed DATE/TIME/TIMESTAMP of the hot loop: a byte -> two-digit value
+# table; anything unusual (a non-decimal nibble, an impossible date) is handed to the shared
+# codec, which raises the canonical ``BadValue``.
+_BCD = [-1 if (b >> 4) > 9 or (b & 15) > 9 else (b >> 4) * 10 + (b & 15) for b in range(256)]
+
+
+def _date(raw: bytes):
+    v = [_BCD[x] for x in raw]
+    if -1 not in v:
+        try:
+            return _dt.date(v[0] * 100 + v[1], v[2], v[3])
+        except ValueError:
+            pass
+    return C.decode_db2_date(raw)
+
+
+def _time(raw: bytes):
+    v = [_BCD[x] for x in raw]
+    if -1 not in v:
+        try:
+            return _dt.time(v[0], v[1], v[2])
+        except ValueError:
+            pass
+    return C.decode_db2_time(raw)
+
+
+def _timestamp(raw: bytes):
+    v = [_BCD[x] for x in raw]
+    if -1 not in v:
+        try:
+            return _dt.datetime(v[0] * 100 + v[1], v[2], v[3], v[4], v[5], v[6],
+                                (v[7] * 100 + v[8]) * 100 + v[9])
+        except ValueError:
+            pass
+    return C.decode_db2_timestamp(raw)
+
+
 _FIXED, _VAR = 0, 1
 
 
@@ -123,8 +160,7 @@ class RowCodec:
                 kind = _FIXED
                 conv = {
                     "REAL": _float4, "DECIMAL": _packed(col.scale or 0),
-                    "DATE": C.decode_db2_date, "TIME": C.decode_db2_time,
-                    "TIMESTAMP": C.decode_db2_timestamp, "CHAR": text,
+                    "DATE": _date, "TIME": _time, "TIMESTAMP": _timestamp, "CHAR": text,
                 }.get(t)
                 if t == "FLOAT" and col.length == 4:
                     conv = _float4
