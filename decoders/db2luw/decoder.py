@@ -31,7 +31,11 @@ Decisions (where SPEC and the vendor text leave room):
     3. otherwise (20-byte undo records, or the chain does not reach back far enough): the
        latest change of the same transaction, on the same table and RID (no RID for DDL),
        of the function the undo reverses (110->118, 111->106, 112->120, 104->102,
-       115->113, 130->101), that nothing has undone yet.
+       115->113, 130->101; a ``C`` record that repeats a change function reverses its
+       inverse: 118 (re-insert) a 106, 106 an 118, 120 an 120, DDL the same DDL), that
+       nothing has undone yet.
+  Rule 1 is trusted as written: it is the only rule that reaches a change in another
+  archive of the night (the sample-night generator uses it for exactly that case).
   Rules 2 and 3 see this archive only (archives are decoded independently); an undo whose
   change cannot be found is quarantined (``broken_chain``) so that it is never lost.
   The ordering job skips the undone change (rule ``compensated``); an undone DDL is dropped
@@ -44,6 +48,11 @@ Decisions (where SPEC and the vendor text leave room):
   else the source ``codepage`` option (default utf-8). BLOB/CLOB/VARBINARY have the
   4-byte offset/length fixed part of VARCHAR. A fixed section longer than the catalog's
   columns need is accepted (bytes beyond are ignored); a shorter one is corrupt.
+* DMS 113/115 (alter column length) are not laid out in the vendor document; the project
+  reads them as padding(2), column number u2 (0-based, like SYSCAT.COLUMNS.COLNO),
+  reserved(2), old length u4, new length u4 (``layout.ALTER_COLUMN``).
+* Packed DATE/TIME/TIMESTAMP take a table-driven fast path; anything it does not accept
+  goes to the shared codec in ``decoders.codecs``, which gives the canonical ``BadValue``.
 * Framing errors: a tail shorter than LSN + header, or a record length past the end of the
   file, is ``truncated`` (NeedData); a record length smaller than its header is ``corrupt``.
   Either way the rest of the file is one quarantine row and decoding stops. Any other bad
