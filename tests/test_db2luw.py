@@ -550,3 +550,14 @@ def test_mutated_streams_never_crash(mutations, cut, byte_order):
     offsets = [r["record_offset"] for r in rows]
     assert offsets == sorted(set(offsets)) and [r["record_index"] for r in rows] == list(range(len(rows)))
     assert all(r["kind"] != "quarantine" or r["error_class"] for r in rows)
+
+
+def test_synth_as_the_synth_command_builds_it():
+    """``dblog synth`` passes the source's catalog, options and timezone."""
+    cat = load_catalog(ROOT / "include" / "catalogs" / "erp_db2.json")
+    gen = Synth("erp_db2", catalog=cat, options={"byte_order": "big", "codepage": "utf-8"},
+                seed=1, timezone="Europe/Berlin")
+    night = gen.night(_dt.date(2024, 6, 1), 30)
+    rows = [r for name, data in night.archives.items()
+            for r in decode(data, cat, "big", name)]
+    assert resolve(rows) == [e.as_dict() for e in night.expected]

@@ -44,7 +44,8 @@ class Synth(FormatSynth):
     FORMAT = "db2luw"
     planner_options = {"p_rollback": 0.08, "p_open": 0.04, "p_ddl": 0.04, "p_truncate": 0.01}
 
-    def __init__(self, *args, **kw) -> None:
+    def __init__(self, *args, timezone: str = "UTC", **kw) -> None:
+        # Db2 writes commit times in UTC: the source's timezone does not change the log
         super().__init__(*args, **kw)
         self.enc = Encoder(self.options.get("byte_order", "little"),
                            self.options.get("codepage", "utf-8"))
