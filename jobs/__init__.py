@@ -1,0 +1,1 @@
+"""spark-submit entry points: thin ``main(argv)`` wrappers over ``dblog.pipeline``."""

@@ -1,0 +1,24 @@
+"""spark-submit jobs/order.py --run-dir DIR: order transactions, build changes/tables/audit/state."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+try:
+    from jobs._common import parse, session
+except ImportError:
+    from _common import parse, session  # type: ignore[no-redef]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(__doc__, argv)
+    from dblog.pipeline import order_night
+
+    summary = order_night(session("dblog-order"), args.run_dir)
+    print(json.dumps(summary, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
