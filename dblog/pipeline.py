@@ -106,3 +106,46 @@ def describe(result: RunResult, root: DataRoot) -> str:
 
 def to_json(result: RunResult) -> str:
     return json.dumps(result.__dict__, indent=1, default=str)
+
+
+# ----------------------------------------------------------------- split stage (the Airflow DAG)
+# The DAG stages each source in its own mapped task (a broken catalog or landing zone shows
+# as that source's failed task), then merges the parts into the run's one manifest.
+
+PARTS_DIR = "parts"
+
+
+def stage_source_part(date: str, source: str, run_dir: Path, config: str | None = None) -> Path:
+    """Stage one source of a run into ``<run_dir>/parts/<source>/manifest.json``."""
+    cfg = load_config(config)
+    run_dir = Path(run_dir)
+    root = DataRoot(run_dir.parent.parent)
+    part_id = f"{run_dir.name}/{PARTS_DIR}/{source}"
+    stage(cfg, cfg.select([source]), root, date, part_id)
+    return root.staging(part_id)
+
+
+def merge_stage_parts(run_dir: Path, sources: list[str]) -> dict:
+    """Merge the per-source parts into ``<run_dir>/manifest.json`` (in the order given)."""
+    from .stage import MANIFEST
+
+    run_dir = Path(run_dir)
+    parts = [load_manifest(run_dir / PARTS_DIR / s) for s in sources]
+    if not parts:
+        raise ValueError(f"no sources staged in {run_dir}")
+    dates = {p["date"] for p in parts}
+    if len(dates) != 1:
+        raise ValueError(f"parts of {run_dir} are for different dates: {sorted(dates)}")
+    first = parts[0]
+    manifest = {"run_id": run_dir.name, "date": first["date"], "data_root": first["data_root"],
+                "config": first["config"], "sources": [e for p in parts for e in p["sources"]]}
+    tmp = run_dir / (MANIFEST + ".tmp")
+    tmp.write_text(json.dumps(manifest, indent=1))
+    tmp.replace(run_dir / MANIFEST)
+    return manifest
+
+
+def load_validation(run_dir: Path) -> dict | None:
+    """What the validate stage recorded (``<run_dir>/validation.json``), or None."""
+    path = Path(run_dir) / "validation.json"
+    return json.loads(path.read_text()) if path.is_file() else None
