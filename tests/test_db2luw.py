@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import string
-from decimal import Decimal
+from decimal import Decimal, localcontext
 from pathlib import Path
 
 import pytest
@@ -188,7 +188,7 @@ def value(col: Column):
     }.get(t)
     if t == "DECIMAL":
         p, sc = col.precision, col.scale
-        s = st.integers(-(10**p - 1), 10**p - 1).map(lambda u: Decimal(u).scaleb(-sc))
+        s = st.integers(-(10**p - 1), 10**p - 1).map(lambda u: Decimal(f"{u}E-{sc}"))
     return st.one_of(st.none(), s) if col.nullable else s
 
 
@@ -231,7 +231,9 @@ def test_round_trip_random_tables(byte_order, data):
     for op, a, b, rid in ops:
         img = enc.user_data(table, a)
         fixed_len = L.structs(byte_order).u2.unpack_from(img, 6)[0]
-        got = codec.values(img, 8, fixed_len, len(img))
+        with localcontext() as dctx:         # as decode() runs it: exact DECIMAL(31)
+            dctx.prec = 64
+            got = codec.values(img, 8, fixed_len, len(img))
         assert len(got) == len(a)
         for g, v in zip(got, a):
             assert g == v or (g != g and v != v), (g, v)
@@ -485,12 +487,29 @@ def resolve(rows: list[dict]) -> list[dict]:
     return [row for _, row in out]
 
 
+def undo_forms(data: bytes, byte_order: str) -> set[str]:
+    """Which undo forms an archive holds, read from the framing alone: C26/C32 compensation
+    headers, N<function> undo records with a 20-byte header."""
+    out, pos = set(), 0
+    while pos < len(data):
+        length = int.from_bytes(data[pos + 6:pos + 10], byte_order)
+        rtype = chr(int.from_bytes(data[pos + 10:pos + 12], byte_order))
+        flags = int.from_bytes(data[pos + 12:pos + 14], byte_order)
+        if rtype == "C":
+            out.add("C32" if flags & 2 else "C26")
+        elif rtype == "N" and data[pos + 26 + 1] in (110, 111, 112):
+            out.add(f"N{data[pos + 27]}")
+        pos += 6 + length
+    return out
+
+
 @pytest.mark.parametrize("byte_order", BYTE_ORDERS)
 def test_generated_nights_published_exactly(byte_order):
     synth = Synth("erp_db2", options={"byte_order": byte_order}, seed=11)
     rows: list[dict] = []
     expected = []
     kinds = set()
+    forms: set[str] = set()
     for day in range(2):
         night = synth.night(_dt.date(2024, 3, 1) + _dt.timedelta(days=day), 150)
         assert len(night.archives) == 2
@@ -499,9 +518,11 @@ def test_generated_nights_published_exactly(byte_order):
             assert sum(r["n_records"] for r in got) == synth.record_counts[name]   # accounting
             assert [r for r in got if r["kind"] == "quarantine"] == []
             rows += got
+            forms |= undo_forms(data, byte_order)
         expected += [e.as_dict() for e in night.expected]
         kinds |= {t.outcome for t in night.trxs}
     assert {"commit", "rollback", "open"} <= kinds
+    assert {"C26", "C32", "N110", "N111", "N112"} <= forms
     got = resolve(rows)
     assert len(got) == len(expected) > 300
     for g, e in zip(got, expected):
@@ -561,3 +582,14 @@ def test_synth_as_the_synth_command_builds_it():
     rows = [r for name, data in night.archives.items()
             for r in decode(data, cat, "big", name)]
     assert resolve(rows) == [e.as_dict() for e in night.expected]
+
+
+@pytest.mark.parametrize("byte_order", BYTE_ORDERS)
+def test_decimal_31_digits_exact(byte_order):
+    big = Table("1.1", "S", "BIG", (Column("D", "DECIMAL", False, precision=31, scale=5),))
+    cat = Catalog("d", "db2luw", (big,))
+    log = Log(byte_order)
+    v = Decimal("-" + "9" * 26 + "." + "9" * 4 + "1")
+    log.add(1, "N", log.enc.insert(big, 1, [v]))
+    (row,) = decode(log.data(), cat, byte_order)
+    assert json.loads(row["after"]) == {"D": "-" + "9" * 26 + "." + "9" * 4 + "1"}

@@ -62,6 +62,7 @@ Decisions (where SPEC and the vendor text leave room):
 from __future__ import annotations
 
 import datetime as _dt
+import decimal
 import struct
 from typing import Callable
 
@@ -186,7 +187,8 @@ class RowCodec:
         self.names = [c.name for c in table.columns]
 
     def values(self, data: bytes, fixed: int, fixed_len: int, end: int) -> list:
-        """Column values of the image whose fixed section starts at ``fixed``."""
+        """Column values of the image whose fixed section starts at ``fixed`` (call it in a
+        decimal context of more than 31 digits, as ``decode`` does, for exact DECIMAL(31))."""
         raw = self.fixed.unpack_from(data, fixed)
         var_end = end - fixed               # variable data must lie before the image's end
         out = []
@@ -676,5 +678,7 @@ class Decoder:
 
 def decode(data: bytes, ctx: DecodeContext, sink: EventSink) -> None:
     """Decode one Db2 LUW archive into ``sink`` (one row per record read)."""
-    Decoder(ctx, sink).run(data)
+    with decimal.localcontext() as dctx:     # DECIMAL(31): exact, whatever the caller's context
+        dctx.prec = 64
+        Decoder(ctx, sink).run(data)
     return None

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import decimal
 import struct
 from typing import Iterable, Sequence
 
@@ -78,7 +79,9 @@ class Encoder:
     def _fixed_value(self, col, code: str, size: int, enc: str, v) -> bytes:
         t = col.type
         if t == "DECIMAL":
-            return C.encode_packed(v, col.precision or 9, col.scale or 0)
+            with decimal.localcontext() as dctx:   # exact up to DECIMAL(31)
+                dctx.prec = 64
+                return C.encode_packed(v, col.precision or 9, col.scale or 0)
         if t == "DATE":
             return C.encode_db2_date(v)
         if t == "TIME":
