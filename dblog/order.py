@@ -150,11 +150,13 @@ def read_events(spark, manifest: dict, run_dir: Path):
 
     new = spark.read.schema(spark_event_schema()).parquet(str(Path(run_dir) / EVENTS_DIR)) \
         .withColumn("from_state", F.lit(False))
-    held_paths = [s["prev_held"] for s in manifest["sources"] if s.get("prev_held")]
-    if held_paths:
-        old = spark.read.schema(spark_event_schema()).parquet(*held_paths) \
-            .withColumn("from_state", F.lit(True))
-        new = new.unionByName(old)
+    schema = spark_event_schema()
+    for s in manifest["sources"]:
+        if s.get("prev_held"):
+            # state/<source>/<date>/held holds the rows of one source (no partition column)
+            old = spark.read.schema(schema).parquet(s["prev_held"]) \
+                .withColumn("source", F.lit(s["name"])).withColumn("from_state", F.lit(True))
+            new = new.unionByName(old)
     return new
 
 

@@ -128,7 +128,7 @@ def decode_packed(raw: bytes, scale: int = 0) -> Decimal:
         raise BadValue("bad packed-decimal sign nibble", offset=len(raw) - 1,
                        expected="C/F (+) or D/B (-)", actual=f"0x{sign:X}")
     value = Decimal(int(digits)).scaleb(-scale, _DEC)
-    return -value if negative else value
+    return value.copy_negate() if negative else value  # exact: no context rounding
 
 
 def encode_packed(value: Decimal | int | str, precision: int, scale: int = 0, *,

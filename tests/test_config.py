@@ -1,0 +1,113 @@
+"""sources.yaml and catalogs: clear errors naming the file, the key and what was expected."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dblog.cli import main
+from dblog.config import load_config
+from decoders.catalog import load_catalog
+from decoders.errors import ConfigError
+
+from .conftest import REPO
+
+
+def test_sample_config_loads_with_defaults():
+    cfg = load_config(REPO / "include" / "sources.yaml")
+    names = [s.name for s in cfg.sources]
+    assert names == ["pos_solid", "erp_db2", "wms_informix", "fin_rdb", "core_zos"]
+    db2 = cfg.source("erp_db2")
+    assert db2.options == {"byte_order": "little", "codepage": "utf-8"}
+    assert cfg.source("core_zos").options == {"codepage": "cp037", "rdw": True}
+    assert cfg.source("wms_informix").timezone == "America/Chicago"
+    assert cfg.source("pos_solid").quarantine_threshold == 0.05
+
+
+def write(tmp_path, text: str):
+    p = tmp_path / "sources.yaml"
+    p.write_text(text)
+    (tmp_path / "cat.json").write_text((REPO / "include/catalogs/pos_solid.json").read_text())
+    return p
+
+
+@pytest.mark.parametrize("body, key, words", [
+    ("sources: []", "sources", "non-empty list"),
+    ("nope: 1", "sources", "missing"),
+    ("sources:\n  - {name: Bad-Name, format: soliddb, catalog: cat.json}", "sources[0].name", "[a-z0-9_]+"),
+    ("sources:\n  - {name: a, format: oracle, catalog: cat.json}", "sources[0].format", "one of"),
+    ("sources:\n  - {name: a, format: soliddb, catalog: missing.json}", "sources[0].catalog", "not found"),
+    ("sources:\n  - {name: a, format: soliddb, catalog: cat.json, timezone: Mars/Base}",
+     "sources[0].timezone", "unknown time zone"),
+    ("sources:\n  - {name: a, format: db2luw, catalog: cat.json, options: {byte_order: middle}}",
+     "sources[0].options.byte_order", "little, big"),
+    ("sources:\n  - {name: a, format: lldf, catalog: cat.json, options: {rdw: maybe}}",
+     "sources[0].options.rdw", "true/false"),
+    ("sources:\n  - {name: a, format: soliddb, catalog: cat.json, options: {rdw: true}}",
+     "sources[0].options.rdw", "not an option of soliddb"),
+    ("sources:\n  - {name: a, format: soliddb, catalog: cat.json}\n  - {name: a, format: soliddb, catalog: cat.json}",
+     "sources[1].name", "duplicate"),
+    ("sources:\n  - {name: a, format: soliddb, catalog: cat.json, quarantine_threshold: 2}",
+     "sources[0].quarantine_threshold", "between 0 and 1"),
+    ("sources: [", "line 1", "not valid YAML"),
+])
+def test_malformed_config_says_where(tmp_path, body, key, words):
+    path = write(tmp_path, body)
+    with pytest.raises(ConfigError) as e:
+        load_config(path)
+    assert e.value.file == str(path)
+    assert e.value.key.startswith(key), e.value.key
+    assert words in e.value.problem
+
+
+def good_catalog() -> dict:
+    return {"source": "x", "format": "soliddb", "tables": [
+        {"id": "1", "schema": "S", "name": "T", "key": ["A"],
+         "columns": [{"name": "A", "type": "INTEGER", "nullable": False},
+                     {"name": "B", "type": "DECIMAL", "precision": 5, "scale": 2}]}]}
+
+
+@pytest.mark.parametrize("mutate, key, words", [
+    (lambda c: c.pop("tables"), "tables", "missing"),
+    (lambda c: c["tables"][0].pop("id"), "tables[0].id", "missing"),
+    (lambda c: c["tables"][0]["columns"][0].update(type="NUMBER"), "tables[0].columns[0].type", "one of"),
+    (lambda c: c["tables"][0]["columns"][1].pop("precision"), "tables[0].columns[1].precision", "precision"),
+    (lambda c: c["tables"][0]["columns"].append({"name": "C", "type": "CHAR"}), "tables[0].columns[2].length",
+     "positive length"),
+    (lambda c: c["tables"][0].update(key=["Z"]), "tables[0].key", "not a column"),
+    (lambda c: c["tables"].append(dict(c["tables"][0])), "tables[1].id", "duplicate"),
+    (lambda c: c["tables"][0].update(encoding="klingon"), "tables[0].encoding", "unknown encoding"),
+    (lambda c: c["tables"][0]["columns"][0].update(nullable="no"), "tables[0].columns[0].nullable", "true/false"),
+])
+def test_malformed_catalog_says_where(tmp_path, mutate, key, words):
+    doc = good_catalog()
+    mutate(doc)
+    p = tmp_path / "c.json"
+    p.write_text(json.dumps(doc))
+    with pytest.raises(ConfigError) as e:
+        load_catalog(p)
+    assert e.value.file == str(p) and e.value.key == key and words in e.value.problem
+
+
+def test_catalog_not_json(tmp_path):
+    p = tmp_path / "c.json"
+    p.write_text('{"source": "x",\n "format": ')
+    with pytest.raises(ConfigError) as e:
+        load_catalog(p)
+    assert e.value.key.startswith("line 2") and "not valid JSON" in e.value.problem
+
+
+def test_cli_bad_usage_exits_2(tmp_path, capsys):
+    assert _exit(["run"]) == 2
+    assert _exit(["run", "--date", "2026-13-01"]) == 2
+    assert _exit(["frobnicate"]) == 2
+    bad = write(tmp_path, "sources: []")
+    assert main(["run", "--date", "2026-11-01", "--config", str(bad)]) == 2
+    assert "configuration error" in capsys.readouterr().err
+
+
+def _exit(argv):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    return e.value.code
