@@ -20,6 +20,7 @@ from decoders.errors import DecodeError
 from decoders.events import EVENT_COLUMNS, EVENT_SCHEMA
 
 from .decode import EVENTS_DIR, spark_event_schema
+from .sparkio import run_concurrently, write_parquet
 from .stage import CARRY_DIR, HELD_DIR, SEQ_FILE
 
 CHANGES, TRANSACTIONS, QUARANTINE, AUDIT, STATE = "changes", "transactions", "quarantine", "audit", "state"
@@ -194,7 +195,8 @@ def order_stage(spark, manifest: dict, run_dir: Path) -> dict:
 
     # --- changes (plain and reassembled from segments)
     reassembled, seg_outcome = reassemble(spark, ev, manifest)
-    reassembled = reassembled.withColumn("from_state", F.lit(False))
+    reassembled = reassembled.withColumn("from_state", F.lit(False)) \
+        .persist(StorageLevel.MEMORY_AND_DISK)
     changes = ev.filter(F.col("kind") == "change").unionByName(
         reassembled.filter(F.col("kind") == "change"))
     undone = ev.filter((F.col("kind") == "undo") & F.col("undo_of").isNotNull()) \
@@ -231,14 +233,12 @@ def order_stage(spark, manifest: dict, run_dir: Path) -> dict:
         .withColumn("log_position", F.col("position")) \
         .withColumn("run_id", F.lit(run_id)).withColumn("date", F.lit(date)) \
         .select(*CHANGE_COLUMNS)
-    out_changes.write.mode("overwrite").partitionBy("source", "date").parquet(str(run_dir / CHANGES))
 
     out_trx = trx.filter(F.col("status") != "open") \
         .join(seqd, ["source", "trx_id"], "left") \
         .withColumn("event_count", F.coalesce("event_count", F.lit(0)).cast("long")) \
         .withColumn("run_id", F.lit(run_id)).withColumn("date", F.lit(date)) \
         .select(*TRANSACTION_COLUMNS)
-    out_trx.write.mode("overwrite").partitionBy("source", "date").parquet(str(run_dir / TRANSACTIONS))
 
     # --- buckets of every row read this night
     seg_bucket = ev.filter(F.col("kind") == "segment") \
@@ -293,7 +293,6 @@ def order_stage(spark, manifest: dict, run_dir: Path) -> dict:
         .withColumn("skipped_by_rule", F.coalesce("skipped_by_rule", F.lit("{}"))) \
         .withColumn("run_id", F.lit(run_id)).withColumn("date", F.lit(date)) \
         .select(*AUDIT_COLUMNS)
-    audit.write.mode("overwrite").partitionBy("source", "date").parquet(str(run_dir / AUDIT))
 
     # --- quarantine rows: decoder quarantines, reassembly failures, orphan changes, bad segment groups
     q_decoded = ev.filter((F.col("kind") == "quarantine") & ~F.col("from_state")) \
@@ -319,7 +318,6 @@ def order_stage(spark, manifest: dict, run_dir: Path) -> dict:
         .withColumn("raw_hex", F.lower("raw_hex")) \
         .withColumn("run_id", F.lit(run_id)).withColumn("date", F.lit(date)) \
         .select(*QUARANTINE_COLUMNS)
-    out_q.write.mode("overwrite").partitionBy("source", "date").parquet(str(run_dir / QUARANTINE))
 
     # --- state for the next night: rows of open transactions, decoder carry, last commit_seq
     held = ev.join(status.filter(F.col("status") == "open").select("source", "trx_id"),
@@ -327,9 +325,16 @@ def order_stage(spark, manifest: dict, run_dir: Path) -> dict:
         .filter(~F.col("kind").isin("quarantine", "carry")) \
         .select(*EVENT_COLUMNS)
     state_dir = run_dir / STATE
-    held.write.mode("overwrite").partitionBy("source").parquet(str(state_dir / HELD_DIR))
-    ev.filter((F.col("kind") == "carry") & ~F.col("from_state")).select(*EVENT_COLUMNS) \
-        .write.mode("overwrite").partitionBy("source").parquet(str(state_dir / CARRY_DIR))
+    carry = ev.filter((F.col("kind") == "carry") & ~F.col("from_state")).select(*EVENT_COLUMNS)
+    by_night = ("source", "date")
+    run_concurrently([
+        write_parquet(out_changes, str(run_dir / CHANGES), by_night),
+        write_parquet(out_trx, str(run_dir / TRANSACTIONS), by_night),
+        write_parquet(audit, str(run_dir / AUDIT), by_night),
+        write_parquet(out_q, str(run_dir / QUARANTINE), by_night),
+        write_parquet(held, str(state_dir / HELD_DIR), ("source",)),
+        write_parquet(carry, str(state_dir / CARRY_DIR), ("source",)),
+    ])
 
     last = {r["source"]: (r["last_seq"], r["n_trx"]) for r in seqd.groupBy("source").agg(
         F.max("commit_seq").alias("last_seq"), F.count(F.lit(1)).alias("n_trx")).collect()}
@@ -343,7 +348,7 @@ def order_stage(spark, manifest: dict, run_dir: Path) -> dict:
         sdir.mkdir(parents=True, exist_ok=True)
         (sdir / SEQ_FILE).write_text(json.dumps({**summary[s["name"]], "date": date, "run_id": run_id}))
     (run_dir / SUMMARY).write_text(json.dumps(summary, indent=1))
-    for df in (ev, trx, chg, seqd):
+    for df in (ev, trx, chg, seqd, reassembled):
         df.unpersist()
     return summary
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,6 +33,7 @@ class RunResult:
     summary: dict = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
     version: str | None = None
+    seconds: dict = field(default_factory=dict)
 
 
 def stage_night(date: str, config: str | None = None, data_root: str | None = None,
@@ -73,19 +75,33 @@ def run_night(date: str, config: str | None = None, data_root: str | None = None
     """Stage, decode, order, validate and (if valid) publish one logical date."""
     from .spark import get_session
 
+    seconds: dict[str, float] = {}
+    t0 = time.monotonic()
+
+    def lap(name: str) -> None:
+        nonlocal t0
+        now = time.monotonic()
+        seconds[name] = round(now - t0, 2)
+        t0 = now
+
     run_dir = stage_night(date, config, data_root, sources, run_id)
     spark = spark or get_session(master or "local[*]")
+    lap("stage")
     log.info("decoding %s", run_dir)
     decode_night(spark, run_dir)
+    lap("decode")
     log.info("ordering")
     summary = order_night(spark, run_dir)
+    lap("order")
     log.info("validating")
     result = validate_night(spark, run_dir)
+    lap("validate")
     version = None
     if result.success:
         version = str(publish_night(run_dir))
+    lap("publish")
     return RunResult(run_dir.name, date, result.success, result.report, summary, result.failures,
-                     version)
+                     version, seconds)
 
 
 def describe(result: RunResult, root: DataRoot) -> str:
@@ -101,6 +117,8 @@ def describe(result: RunResult, root: DataRoot) -> str:
                      f"(snapshot {Path(result.version).name})")
     if result.report:
         lines.append(f"  report: {result.report}")
+    if result.seconds:
+        lines.append("  seconds: " + ", ".join(f"{k} {v}" for k, v in result.seconds.items()))
     return "\n".join(lines)
 
 

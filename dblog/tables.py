@@ -12,6 +12,7 @@ from pathlib import Path
 from decoders.catalog import Column, parse_catalog
 
 from .order import CHANGES, read_staged
+from .sparkio import run_concurrently, write_parquet
 
 TABLES = "tables"
 
@@ -65,7 +66,7 @@ def tables_stage(spark, manifest: dict, run_dir: Path) -> int:
     run_dir = Path(run_dir)
     changes = read_staged(spark, run_dir, CHANGES)
     date = manifest["date"]
-    written = 0
+    jobs = []
     present = {(r["source"], r["table_id"]) for r in
                changes.select("source", "table_id").distinct().collect()}
     for src in manifest["sources"]:
@@ -78,6 +79,6 @@ def tables_stage(spark, manifest: dict, run_dir: Path) -> int:
                 .select("op", "commit_seq", "event_seq", "commit_ts",
                         *typed_columns(F, "before", cols), *typed_columns(F, "after", cols))
             out = run_dir / TABLES / src["name"] / table.qualified_name / f"date={date}"
-            df.write.mode("overwrite").parquet(str(out))
-            written += 1
-    return written
+            jobs.append(write_parquet(df, str(out)))
+    run_concurrently(jobs)
+    return len(jobs)
