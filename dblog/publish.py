@@ -10,6 +10,16 @@ half-way (the half-built snapshot is simply never linked, and is removed later).
 ``quarantine/``, ``audit/`` and ``state/<source>/<date>/`` are replaced partition by
 partition (directory renames) before the swap; a rerun of the date replaces them again.
 Publishes are serialised by a lock file (and by an Airflow pool in the DAG).
+
+Nothing is moved out of the run's staging directory: every published file is a hard link
+to the staged one (a copy across file systems). So a publish that was killed half-way can
+simply be run again on the same run (it rebuilds the snapshot from scratch); until then,
+``published/`` shows the previous night, while ``quarantine/``, ``audit/`` and ``state/`` may
+already show the new one (they are written before the swap, never after it, so that a
+published night always has its state).
+
+``DBLOG_PUBLISH_FAILPOINT=<step>`` makes the process kill itself (SIGKILL) at that step;
+the tests use it to prove the above. Steps: see ``FAILPOINTS``.
 """
 
 from __future__ import annotations
@@ -17,8 +27,10 @@ from __future__ import annotations
 import datetime as _dt
 import fcntl
 import json
+import errno
 import os
 import shutil
+import signal
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,6 +42,10 @@ from .stage import CARRY_DIR, HELD_DIR, SEQ_FILE, state_dates
 TABLES = "tables"
 KEEP_VERSIONS = 3
 PUBLISHED_MARKER = "_PUBLISHED.json"
+LINK_PREFIX = ".published-link-"
+FAILPOINT_ENV = "DBLOG_PUBLISH_FAILPOINT"
+FAILPOINTS = ("quarantine_audit", "state", "snapshot_previous", "snapshot_changes",
+              "snapshot_tables", "marker", "link", "swapped")
 
 
 class PublishError(RuntimeError):
@@ -68,9 +84,35 @@ def _replaced(rel: Path, sources: set[str], date: str) -> bool:
     return False
 
 
-def _move_tree(src: Path, dst: Path) -> None:
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    os.rename(src, dst)
+def _failpoint(step: str) -> None:
+    """Die here, as if killed, when ``$DBLOG_PUBLISH_FAILPOINT`` names this step (tests)."""
+    if os.environ.get(FAILPOINT_ENV) == step:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _link(src: Path, dst: Path) -> None:
+    try:
+        os.link(src, dst)
+    except OSError as exc:
+        if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK):
+            raise
+        shutil.copy2(src, dst)
+
+
+def _link_tree(src: Path, dst: Path) -> None:
+    """Hard-link every file under ``src`` to the same place under ``dst`` (``src`` untouched)."""
+    for dirpath, _dirs, files in os.walk(src):
+        target = dst / Path(dirpath).relative_to(src)
+        target.mkdir(parents=True, exist_ok=True)
+        for f in files:
+            _link(Path(dirpath) / f, target / f)
+
+
+def _fresh(path: Path) -> Path:
+    """``path``, emptied of what a killed earlier attempt may have left there."""
+    if path.exists():
+        shutil.rmtree(path)
+    return path
 
 
 def _replace_dir(new: Path, target: Path) -> None:
@@ -126,22 +168,26 @@ def publish(root: DataRoot, manifest: dict, run_dir: Path, summary: dict,
         # 1. quarantine and audit partitions
         for dataset, target in ((QUARANTINE, root.quarantine), (AUDIT, root.audit)):
             staged = {(s, d): p for s, d, p in _partitions(run_dir / dataset)}
-            for s in sources:
+            for s in sorted(sources):
                 dest = target / f"source={s}" / f"date={date}"
                 if (s, date) in staged:
-                    _replace_dir(staged[(s, date)], dest)
+                    tmp = _fresh(dest.parent / f".date={date}.new")
+                    _link_tree(staged[(s, date)], tmp)
+                    _replace_dir(tmp, dest)
                 elif dest.exists():
                     shutil.rmtree(dest)
+        _failpoint("quarantine_audit")
         # 2. state for the next night
-        for s in sources:
-            new_state = run_dir / STATE / "publish" / s
-            new_state.mkdir(parents=True, exist_ok=True)
+        for s in sorted(sources):
+            new_state = _fresh(run_dir / STATE / "publish" / s)
+            new_state.mkdir(parents=True)
             for sub in (HELD_DIR, CARRY_DIR):
                 staged = run_dir / STATE / sub / f"source={s}"
                 if staged.is_dir():
-                    _move_tree(staged, new_state / sub)
+                    _link_tree(staged, new_state / sub)
             shutil.copy2(run_dir / STATE / "seq" / s / SEQ_FILE, new_state / SEQ_FILE)
             _replace_dir(new_state, root.state(s) / date)
+        _failpoint("state")
         # 3. the next snapshot of published/, then the atomic swap
         current = current_version(root)
         version = root.versions / (
@@ -156,29 +202,63 @@ def publish(root: DataRoot, manifest: dict, run_dir: Path, summary: dict,
                             and not _replaced(rel, sources, date):
                         (version / rel_dir).mkdir(parents=True, exist_ok=True)
                         os.link(Path(dirpath) / f, version / rel)
+        _failpoint("snapshot_previous")
         for dataset in (CHANGES, TRANSACTIONS):
             for s, d, p in _partitions(run_dir / dataset):
                 if s in sources:
-                    _move_tree(p, version / dataset / f"source={s}" / f"date={d}")
+                    _link_tree(p, version / dataset / f"source={s}" / f"date={d}")
+            _failpoint("snapshot_changes")
         tables = run_dir / TABLES
         for s in sorted(sources):
             for tdir in sorted((tables / s).glob("*/date=*")):
-                _move_tree(tdir, version / TABLES / tdir.relative_to(tables))
+                _link_tree(tdir, version / TABLES / tdir.relative_to(tables))
+        _failpoint("snapshot_tables")
         for dataset in (CHANGES, TRANSACTIONS, TABLES):
             (version / dataset).mkdir(exist_ok=True)
         (version / PUBLISHED_MARKER).write_text(json.dumps(
             {"run_id": manifest["run_id"], "date": date, "sources": sorted(sources),
              "previous": current.name if current else None}))
-        tmp = root.root / f".published-link-{uuid.uuid4().hex[:8]}"
+        _fsync_tree(version)
+        _failpoint("marker")
+        tmp = root.root / f"{LINK_PREFIX}{uuid.uuid4().hex[:8]}"
         os.symlink(os.path.relpath(version, root.root), tmp)
+        _failpoint("link")
         os.replace(tmp, root.published)  # the atomic moment
+        _fsync_dir(root.root)
+        _failpoint("swapped")
         _collect_garbage(root, version)
     return version
 
 
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_tree(path: Path) -> None:
+    """Make the snapshot's directory entries durable before the link points at it."""
+    for dirpath, _dirs, _files in os.walk(path):
+        _fsync_dir(Path(dirpath))
+
+
 def _collect_garbage(root: DataRoot, keep: Path) -> None:
-    """Drop all but the newest snapshots (readers of an old link keep working a while)."""
-    versions = sorted(p for p in root.versions.iterdir() if p.is_dir() and p.name.startswith("v"))
-    for old in versions[:-KEEP_VERSIONS]:
-        if old != keep:
-            shutil.rmtree(old, ignore_errors=True)
+    """Keep the current snapshot and the ones it replaced (readers that resolved an older
+    link keep working a while), up to ``KEEP_VERSIONS`` in all; drop every other snapshot,
+    i.e. older ones and half-built ones left by a killed publish, and stray temporary links."""
+    chain, v = [], keep
+    while v is not None and len(chain) < KEEP_VERSIONS and (v / PUBLISHED_MARKER).is_file():
+        chain.append(v.name)
+        try:
+            prev = json.loads((v / PUBLISHED_MARKER).read_text()).get("previous")
+        except (OSError, ValueError):
+            prev = None
+        v = root.versions / prev if prev else None
+    for p in root.versions.iterdir():
+        if p.is_dir() and p.name.startswith("v") and p.name not in chain and p != keep:
+            shutil.rmtree(p, ignore_errors=True)
+    for p in root.root.glob(LINK_PREFIX + "*"):
+        if p.is_symlink():
+            p.unlink()

@@ -14,15 +14,24 @@ import json
 import logging
 import os
 import shutil
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from decoders.events import KINDS
+
+from .decode import EVENTS_DIR, spark_event_schema
 from .order import AUDIT, CHANGES, QUARANTINE, TRANSACTIONS, read_staged
 from .paths import DataRoot
 
 EXPECTATIONS_DIR = Path(__file__).resolve().parent.parent / "expectations"
 CHECKS = "checks"
-SUITES = ("changes", "transactions", "audit", "quarantine")
+SUITES = ("events", "changes", "transactions", "audit", "quarantine")
+# Only what decides pass/fail is computed by GX (one bundled aggregate per level of the metric
+# graph); counts and example rows of a *failed* expectation are computed afterwards by
+# ``explain``, so a good night pays for none of them.
+RESULT_FORMAT = "BOOLEAN_ONLY"
+EXPLAIN_ROWS = 3            # rows of a check dataset quoted in the message of a failed expectation
 NO_IMAGES = ("informix",)   # formats whose log carries no row images
 log = logging.getLogger("dblog.validate")
 
@@ -36,6 +45,36 @@ class ValidationResult:
 
 
 # ----------------------------------------------------------------- check datasets
+
+def prepare_events(spark, manifest: dict, run_dir: Path):
+    """One row per (source, archive) of the decoded events: counts of malformed rows.
+
+    The decoded events are the largest dataset of the night, so they are reduced here in
+    one aggregation and the suite looks at a handful of rows, not at every event."""
+    from pyspark.sql import functions as F
+
+    ev = spark.read.schema(spark_event_schema()).parquet(str(Path(run_dir) / EVENTS_DIR))
+    listed = spark.createDataFrame(
+        [(s["name"], a["file"]) for s in manifest["sources"] for a in s["archives"]],
+        "source STRING, archive_file STRING").withColumn("listed", F.lit(True))
+
+    def count(cond):
+        return F.sum(F.when(cond, 1).otherwise(0)).cast("long")
+
+    kind = F.col("kind")
+    agg = ev.groupBy("source", "archive_file").agg(
+        F.count(F.lit(1)).alias("rows"),
+        F.coalesce(F.sum("n_records"), F.lit(0)).cast("long").alias("records"),
+        count(kind.isNull() | ~kind.isin(*KINDS)).alias("unknown_kind"),
+        count((kind == "quarantine") & (F.col("error_class").isNull() | F.col("message").isNull()))
+        .alias("quarantine_unexplained"),
+        count(F.col("n_records").isNull() | (F.col("n_records") < 0)).alias("bad_n_records"),
+    )
+    return agg.join(listed, ["source", "archive_file"], "left") \
+        .select("source", "archive_file", "rows", "records", "unknown_kind",
+                "quarantine_unexplained", "bad_n_records",
+                F.coalesce("listed", F.lit(False)).alias("archive_listed"))
+
 
 def prepare_changes(spark, manifest: dict, run_dir: Path):
     from pyspark.sql import Window
@@ -60,10 +99,11 @@ def prepare_changes(spark, manifest: dict, run_dir: Path):
         .withColumn("prev_seq", prev_seq).withColumn("prev_trx", prev_trx) \
         .select(
             "source", "commit_seq", "event_seq", "op", "trx_id",
-            F.when(F.col("prev_seq").isNull(), F.col("commit_seq") == F.col("seq_base") + 1)
-             .when(F.col("prev_trx") == F.col("trx_id"), F.col("commit_seq") == F.col("prev_seq"))
-             .otherwise(F.col("commit_seq") == F.col("prev_seq") + 1)
-             .alias("seq_follows_commit_order"),
+            F.coalesce(
+                F.when(F.col("prev_seq").isNull(), F.col("commit_seq") == F.col("seq_base") + 1)
+                .when(F.col("prev_trx") == F.col("trx_id"), F.col("commit_seq") == F.col("prev_seq"))
+                .otherwise(F.col("commit_seq") == F.col("prev_seq") + 1),
+                F.lit(False)).alias("seq_follows_commit_order"),
             F.coalesce(images, F.lit(False)).alias("images_present"),
             (F.col("commit_ts").isNull() | ((F.col("commit_ts") >= F.lit(lo))
                                             & (F.col("commit_ts") < F.lit(hi))))
@@ -89,8 +129,10 @@ def prepare_audit(spark, manifest: dict, run_dir: Path):
     au = read_staged(spark, run_dir, AUDIT)
     return au.select("source", "archive_file", "records_read", "published", "control", "skipped",
                      "held_open", "quarantined",
-                     (F.col("records_read") - F.col("published") - F.col("control") - F.col("skipped")
-                      - F.col("held_open") - F.col("quarantined")).alias("unaccounted"))
+                     # null anywhere counts as unaccounted (-1): GX passes nulls in value sets
+                     F.coalesce(F.col("records_read") - F.col("published") - F.col("control")
+                                - F.col("skipped") - F.col("held_open") - F.col("quarantined"),
+                                F.lit(-1)).alias("unaccounted"))
 
 
 def prepare_quarantine(spark, manifest: dict, run_dir: Path):
@@ -100,6 +142,7 @@ def prepare_quarantine(spark, manifest: dict, run_dir: Path):
         F.sum("records_read").alias("records_read"), F.sum("quarantined").alias("quarantined"))
     q = read_staged(spark, run_dir, QUARANTINE).groupBy("source").agg(
         F.count(F.lit(1)).alias("rows"),
+        F.sum(F.when(F.col("error_class") == "unknown_table", 1).otherwise(0)).alias("unknown_table_rows"),
         F.sum(F.when(F.col("archive_file").isNotNull() & F.col("record_offset").isNotNull()
                      & F.col("error_class").isNotNull(), 1).otherwise(0)).alias("located"))
     thr = spark.createDataFrame(
@@ -110,17 +153,20 @@ def prepare_quarantine(spark, manifest: dict, run_dir: Path):
     return thr.join(au, "source", "left").join(q, "source", "left").na.fill(0) \
         .select("source", "threshold", "records_read", "quarantined", share.alias("share"),
                 (share <= F.col("threshold")).alias("under_threshold"),
-                (F.col("rows") == F.col("located")).alias("rows_located"))
+                (F.col("rows") == F.col("located")).alias("rows_located"),
+                F.col("unknown_table_rows").cast("long").alias("unknown_table_rows"))
 
 
-PREPARE = {"changes": prepare_changes, "transactions": prepare_transactions,
+PREPARE = {"events": prepare_events, "changes": prepare_changes, "transactions": prepare_transactions,
            "audit": prepare_audit, "quarantine": prepare_quarantine}
 
 
-def write_checks(spark, manifest: dict, run_dir: Path) -> Path:
+def write_checks(spark, manifest: dict, run_dir: Path, suites: tuple[str, ...] = SUITES) -> Path:
+    """Write the check dataset of each suite under ``<run_dir>/checks/<suite>/``."""
     checks = Path(run_dir) / CHECKS
-    for name, prepare in PREPARE.items():
-        prepare(spark, manifest, run_dir).coalesce(1).write.mode("overwrite").parquet(str(checks / name))
+    for name in suites:
+        PREPARE[name](spark, manifest, run_dir).coalesce(1).write.mode("overwrite") \
+            .parquet(str(checks / name))
     return checks
 
 
@@ -145,11 +191,13 @@ def run_checkpoint(checks_dir: Path, docs_dir: Path, project_dir: Path, run_name
     os.environ.setdefault("TQDM_DISABLE", "1")
     logging.getLogger("great_expectations").setLevel(logging.WARNING)
     import great_expectations as gx
-    from great_expectations.checkpoint import UpdateDataDocsAction
     from great_expectations.core.run_identifier import RunIdentifier
+
+    from great_expectations.data_context.types.base import ProgressBarsConfig
 
     project_dir.mkdir(parents=True, exist_ok=True)
     ctx = gx.get_context(mode="file", project_root_dir=str(project_dir))
+    ctx.variables.progress_bars = ProgressBarsConfig(globally=False)
     for site in list(ctx.get_site_names()):
         ctx.delete_data_docs_site(site)
     ctx.add_data_docs_site(site_name="dblog", site_config={
@@ -167,42 +215,111 @@ def run_checkpoint(checks_dir: Path, docs_dir: Path, project_dir: Path, run_name
         suite = ctx.suites.add_or_update(load_suite(name, expectations_dir))
         vds.append(ctx.validation_definitions.add_or_update(
             gx.ValidationDefinition(name=f"{name}_vd", data=bd, suite=suite)))
+    # Data Docs are built once for the whole run (the UpdateDataDocsAction would rebuild the
+    # site once per validation definition)
     cp = ctx.checkpoints.add_or_update(gx.Checkpoint(
-        name="dblog_nightly", validation_definitions=vds,
-        actions=[UpdateDataDocsAction(name="data_docs", site_names=["dblog"])],
-        result_format="SUMMARY"))
-    return cp.run(run_id=RunIdentifier(run_name=run_name))
+        name="dblog_nightly", validation_definitions=vds, actions=[], result_format=RESULT_FORMAT))
+    result = cp.run(run_id=RunIdentifier(run_name=run_name))
+    ctx.build_data_docs(site_names=["dblog"])
+    return result
 
 
-def summarize(result) -> tuple[bool, list[str], list[dict]]:
+def _violations(df, kwargs: dict, etype: str):
+    """The rows of a check dataset that break one expectation (for the failure message)."""
+    from pyspark.sql import functions as F
+
+    if "column_list" in kwargs:
+        keys = list(kwargs["column_list"])
+        dup = df.groupBy(*keys).count().filter(F.col("count") > 1).drop("count")
+        return df.join(dup, keys, "left_semi"), keys
+    column = kwargs.get("column")
+    if column is None:
+        return None, []
+    if "value_set" in kwargs:
+        bad = ~F.col(column).isin(*kwargs["value_set"]) | F.col(column).isNull()
+    elif etype == "expect_column_values_to_not_be_null":
+        bad = F.col(column).isNull()
+    else:
+        return None, []
+    return df.filter(bad), [column]
+
+
+def explain(spark, checks_dir: Path, suite: str, etype: str, kwargs: dict, show: list[str],
+            limit: int = EXPLAIN_ROWS) -> tuple[int | None, int | None, list[str]]:
+    """(offending rows, rows, a few offending rows as ``col=value`` text) of a failed
+    expectation, from its check dataset (only run after a failure)."""
+    try:
+        df = spark.read.parquet(str(Path(checks_dir) / suite)).cache()
+        bad, keys = _violations(df, kwargs, etype)
+        if bad is None:
+            return None, df.count(), []
+        cols = [c for c in dict.fromkeys([*show, *keys]) if c in df.columns]
+        examples = [", ".join(f"{c}={r[c]}" for c in cols) for r in bad.select(*cols).limit(limit).collect()]
+        return bad.count(), df.count(), examples
+    except Exception as exc:  # the message is a courtesy; never hide the failure behind it
+        log.warning("could not explain %s %s: %s", suite, etype, exc)
+        return None, None, []
+
+
+def summarize(result, spark=None, checks_dir: Path | None = None) -> tuple[bool, list[str], list[dict]]:
+    """(success, failure messages, one row per expectation) of a Checkpoint result.
+
+    A failure message says what the expectation is for (its ``meta.why``), what broke it,
+    and, when ``spark`` and ``checks_dir`` are given, quotes a few offending rows
+    (columns listed in the expectation's ``meta.show``)."""
     failures, rows = [], []
     for vr in result.run_results.values():
         suite = vr.suite_name
         for r in vr.results:
             cfg = r.expectation_config
+            meta = cfg.meta or {}
             column = cfg.kwargs.get("column") or cfg.kwargs.get("column_list")
-            unexpected = (r.result or {}).get("unexpected_count")
+            res = r.result or {}
+            unexpected, elements, examples = res.get("unexpected_count"), res.get("element_count"), []
+            if r.success and unexpected is None:
+                unexpected = 0
+            if not r.success and spark is not None and checks_dir is not None:
+                unexpected, elements, examples = explain(
+                    spark, checks_dir, suite, cfg.type, dict(cfg.kwargs), list(meta.get("show") or []))
             rows.append({"suite": suite, "expectation": cfg.type, "column": column,
                          "success": bool(r.success), "unexpected_count": unexpected,
-                         "why": (cfg.meta or {}).get("why")})
+                         "element_count": elements, "why": meta.get("why"), "examples": examples})
             if not r.success:
-                failures.append(f"{suite}: {cfg.type} on {column}"
-                                + (f" ({unexpected} unexpected)" if unexpected else ""))
+                info = r.exception_info or {}
+                raised = [e for e in ([info] if "raised_exception" in info else info.values())
+                          if isinstance(e, dict) and e.get("raised_exception")]
+                if raised:
+                    detail = f"error: {raised[0].get('exception_message')}"
+                else:
+                    detail = f"{unexpected} of {elements} rows unexpected" \
+                        if unexpected is not None else "failed"
+                msg = f"{suite}: {meta.get('why') or cfg.type} [{cfg.type} on {column}]: {detail}"
+                if examples:
+                    msg += "; e.g. " + " | ".join(examples)
+                failures.append(msg)
     return bool(result.success), failures, rows
 
 
 def validate_stage(spark, manifest: dict, run_dir: Path, root: DataRoot) -> ValidationResult:
     run_dir = Path(run_dir)
+    t0 = time.monotonic()
     checks = write_checks(spark, manifest, run_dir)
+    t1 = time.monotonic()
     report_dir = root.reports(manifest["date"])
     docs = report_dir / "data_docs"
     if docs.exists():
         shutil.rmtree(docs)
     result = run_checkpoint(checks, docs, run_dir / "gx", manifest["run_id"])
-    success, failures, rows = summarize(result)
+    success, failures, rows = summarize(result, spark, checks)
+    t2 = time.monotonic()
+    timings = {"checks_s": round(t1 - t0, 2), "checkpoint_s": round(t2 - t1, 2)}
     (run_dir / "validation.json").write_text(json.dumps(
-        {"success": success, "failures": failures, "results": rows}, indent=1))
+        {"success": success, "failures": failures, "results": rows, "timings": timings}, indent=1))
     from .report import write_report
 
     report = write_report(spark, manifest, run_dir, root, success, failures, rows)
+    timings["report_s"] = round(time.monotonic() - t2, 2)
+    log.info("validation %s: check datasets %.1fs, checkpoint %.1fs, report %.1fs",
+             "passed" if success else "FAILED", timings["checks_s"], timings["checkpoint_s"],
+             timings["report_s"])
     return ValidationResult(success, str(report), failures, rows)
