@@ -7,7 +7,7 @@ DATA    ?= $(CURDIR)/data
 TRX     ?= 200
 STAMP   := $(VENV)/.installed
 
-.PHONY: setup run test test-fast clean
+.PHONY: setup run test test-fast clean airflow airflow-dags-test test-airflow test-browser browser-deps
 
 $(STAMP): requirements.txt pyproject.toml
 	@command -v $(PY) >/dev/null || { echo "needs $(PY) (Python 3.11)"; exit 2; }
@@ -24,11 +24,38 @@ run: $(STAMP)
 	$(BIN)/dblog synth --date $(DATE) --transactions $(TRX) --data-root $(DATA)
 	$(BIN)/dblog run --date $(DATE) --data-root $(DATA)
 
-test: $(STAMP)
+test: $(STAMP) browser-deps
 	$(BIN)/python -m pytest -q
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not spark and not airflow and not browser"
+
+# Local Airflow (standalone on SQLite, AIRFLOW_HOME=.airflow/) with sample nights from 3 days
+# ago through today in data/landing; UI on http://localhost:$(AIRFLOW_PORT), no login.
+AIRFLOW_PORT ?= 8080
+airflow: $(STAMP)
+	$(BIN)/dblog synth --date $$($(BIN)/python -c "import datetime as d; print(d.date.today() - d.timedelta(days=3))") \
+		--days 4 --transactions $(TRX) --data-root $(DATA)
+	DBLOG_DATA_ROOT=$(DATA) AIRFLOW_PORT=$(AIRFLOW_PORT) bin/airflow-local
+
+# One night through the DAG without the scheduler (airflow dags test), on the sample data.
+airflow-dags-test: $(STAMP)
+	$(BIN)/dblog synth --date $(DATE) --transactions $(TRX) --data-root $(DATA)
+	DBLOG_DATA_ROOT=$(DATA) bin/airflow-local --prepare
+	. bin/airflow-env.sh && DBLOG_DATA_ROOT=$(DATA) airflow dags test dblog_nightly $(DATE)
+
+test-airflow: $(STAMP)
+	$(BIN)/python -m pytest -q tests/test_dag.py tests/test_airflow_dags_test.py
+
+test-browser: $(STAMP) browser-deps
+	$(BIN)/python -m pytest -q tests/test_browser.py
+
+# Debian's chromium + chromium-driver for the browser test (installed only when missing, as root).
+browser-deps:
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver; \
+	else echo "browser test needs chromium and chromium-driver (as root: apt-get install -y chromium chromium-driver)"; fi
 
 clean:
 	rm -rf $(VENV) data spark-warehouse
