@@ -59,3 +59,10 @@ browser-deps:
 
 clean:
 	rm -rf $(VENV) data spark-warehouse
+
+# The decode benchmark (issue 10; docs/BENCHMARK.md). N changes per format, default 1,000,000.
+N ?= 1000000
+BENCH_ARGS ?=
+.PHONY: bench
+bench: $(STAMP)
+	$(BIN)/python -m bench --n $(N) $(BENCH_ARGS)

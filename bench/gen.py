@@ -1,0 +1,121 @@
+"""Nights for the benchmark: N changes per format, written with the project's encoders,
+cached under ``bench/cache/`` (keyed by format, N, seed and a hash of the generator code).
+
+Each format gets one source of ``include/sources.yaml`` (its sample catalog, options and
+time zone); the cached night is a data root with ``landing/<source>/<date>/`` plus a
+``sources.yaml`` for that one source and ``night.json`` (what was written).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import shutil
+import time
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+CACHE = REPO / "bench" / "cache"
+DATE = "2026-11-01"
+FORMATS = ("soliddb", "db2luw", "informix", "rdb", "lldf")
+
+
+def sample_sources() -> dict[str, dict]:
+    """format -> the sample source of include/sources.yaml (catalog path made absolute)."""
+    path = REPO / "include" / "sources.yaml"
+    out = {}
+    for s in yaml.safe_load(path.read_text())["sources"]:
+        s = dict(s)
+        s["catalog"] = str((path.parent / s["catalog"]).resolve())
+        out.setdefault(s["format"], s)
+    return out
+
+
+def _code_hash(fmt: str) -> str:
+    h = hashlib.sha1()
+    for p in sorted((REPO / "decoders" / fmt).glob("*.py")) + [REPO / "decoders" / "synth.py"]:
+        if p.name in ("encoder.py", "synth.py", "layout.py"):
+            h.update(p.read_bytes())
+    return h.hexdigest()[:10]
+
+
+def mean_changes(fmt: str) -> float:
+    """Mean changes per planned transaction (Planner: 1..max_changes, uniform)."""
+    from decoders import get
+    from decoders.synth import Planner
+
+    opts = getattr(get(fmt).Synth, "planner_options", {})
+    mx = opts.get("max_changes", Planner.__init__.__kwdefaults__["max_changes"])
+    return (1 + mx) / 2
+
+
+def night_dir(fmt: str, n: int, seed: int = 0, cache: Path = CACHE) -> Path:
+    return Path(cache) / f"{fmt}-n{n}-s{seed}-{_code_hash(fmt)}"
+
+
+def ensure_night(fmt: str, n: int, seed: int = 0, cache: Path = CACHE, log=print) -> dict:
+    """The cached night of ``fmt`` with about ``n`` changes (generated when missing)."""
+    root = night_dir(fmt, n, seed, cache)
+    info_path = root / "night.json"
+    if info_path.is_file():
+        return json.loads(info_path.read_text())
+    from decoders import get
+    from decoders.catalog import parse_catalog  # noqa: F401  (import check)
+
+    from dblog.config import load_config
+
+    src = sample_sources()[fmt]
+    tmp = root.with_name(root.name + ".tmp")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    cfg_path = tmp / "sources.yaml"
+    cfg_path.write_text(yaml.safe_dump({"sources": [src]}))
+    source = load_config(cfg_path).source(src["name"])
+    trx = max(1, round(n / mean_changes(fmt)))
+    log(f"bench: generating {fmt}: {trx} transactions (~{n} changes) ...")
+    t0 = time.monotonic()
+    gen = get(fmt).Synth(source.name, catalog=source.catalog(), options=source.options,
+                         seed=seed, timezone=source.timezone)
+    xids = getattr(gen, "free_xids", None)
+    if isinstance(xids, list) and len(xids) < trx + 1000:
+        # informix: the generator has 999 xids and an open transaction keeps its xid all
+        # night, so nights beyond ~30,000 transactions run out; widen the pool (a sorted list
+        # is a valid heap). Only the benchmark's big nights need this.
+        gen.free_xids = list(range(1, trx + 1000))
+    night = gen.night(_dt.date.fromisoformat(DATE), trx)
+    land = tmp / "landing" / source.name / DATE
+    land.mkdir(parents=True)
+    for name, data in night.archives.items():
+        (land / name).write_bytes(data)
+    changes = sum(len(t.changes) for t in night.trxs)
+    info = {"format": fmt, "source": source.name, "date": DATE, "n": n, "seed": seed,
+            "transactions": trx, "changes_written": changes,
+            "changes_expected": len(night.expected),
+            "archives": {k: len(v) for k, v in night.archives.items()},
+            "bytes": sum(len(v) for v in night.archives.values()),
+            "generate_seconds": round(time.monotonic() - t0, 2)}
+    del night, gen
+    # the config must point at the final directory: rewrite after the rename
+    if root.exists():
+        shutil.rmtree(root)
+    tmp.rename(root)
+    (root / "sources.yaml").write_text(yaml.safe_dump({"sources": [src]}))
+    info["root"] = str(root)
+    info_path.write_text(json.dumps(info, indent=1))
+    log(f"bench: {fmt}: {info['bytes']:,} bytes in {len(info['archives'])} archives, "
+        f"{changes:,} changes, {info['generate_seconds']}s")
+    return info
+
+
+def archives(info: dict) -> list[Path]:
+    """The night's archive paths, in the format's archive order."""
+    from decoders import get
+
+    fmt = get(info["format"])
+    land = Path(info["root"]) / "landing" / info["source"] / info["date"]
+    return sorted((p for p in land.iterdir() if p.is_file()),
+                  key=lambda p: fmt.archive_sort_key(p.name))
