@@ -57,14 +57,16 @@ def failed_expectations(run_dir: Path) -> set[str]:
             for r in doc["results"] if not r["success"]}
 
 
-def assert_failed_night(root: Path, before: dict, rc: int, out: str, expected: set[str], why: str):
+def assert_failed_night(root: Path, before: dict, rc: int, out: str, expected: set[str], why: str,
+                        also: set[str] = frozenset()):
+    """... and exactly the ``expected`` expectations failed (plus, maybe, some of ``also``)."""
     assert rc == 1, out
     assert "VALIDATION FAILED, nothing published" in out
     assert why in out                                    # the clear message on the console
     assert outside_state(root) == before                 # nothing published, nothing replaced
     run = W.staged_run(root)
     assert any((run / "changes").rglob("*.parquet")), "staged data kept for inspection"
-    assert failed_expectations(run) == expected
+    assert expected <= failed_expectations(run) <= expected | also
     report = root / "reports" / W.DATE2 / "index.html"
     assert f"report: {report}" in out
     page = report.read_text()
@@ -143,7 +145,9 @@ def test_night_with_unknown_table_fails(spark, base, tmp_path_factory):
     config = W.write_sources(root.parent, catalog=cat_path, quarantine_threshold=1.0)
     before = outside_state(root)
     rc, out = W.run_night(root, config, W.DATE2)
+    # changes of NAMES decoded on night 1 in transactions still open then (held in state/)
+    # commit tonight and reach the staged changes: the changes suite catches those
     assert_failed_night(root, before, rc, out, {"quarantine:unknown_table_rows"},
-                        "row changes name tables the catalog knows")
+                        "row changes name tables the catalog knows", also={"changes:table_known"})
     page = (root / "reports" / W.DATE2 / f"{W.SOURCE}.html").read_text()
     assert "unknown_table" in page and "RELID not in the catalog" in page
