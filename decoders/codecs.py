@@ -323,13 +323,66 @@ class BlobRef(int):
     __slots__ = ()
 
 
-def float4_text(value: float) -> str:
-    """Shortest decimal text that reads back to the same IEEE single."""
+def _float4_text_numpy(value: float) -> str:
     f = np.float32(value)
     mag = abs(float(f))
     if mag != 0.0 and (mag < 1e-5 or mag >= 1e16):
         return np.format_float_scientific(f, unique=True, trim="-").replace("e+", "e")
     return np.format_float_positional(f, unique=True, trim="-")
+
+
+_f4_pack, _f4_unpack = struct.Struct("<f").pack, struct.Struct("<f").unpack
+_u4_unpack = struct.Struct("<I").unpack
+_F4_FORMATS = tuple(f"%.{k}e" for k in range(9))      # 1..9 significant digits
+_f4_cache: dict[float, str] = {}
+
+
+def float4_text(value: float) -> str:
+    """Shortest decimal text that reads back to the same IEEE single.
+
+    Pure Python (no numpy per value): round to the single with ``struct``, then try 1..9
+    significant digits (``%.{k-1}e``, correctly rounded) until the text reads back to the
+    same single. Where the single's rounding interval is symmetric that is exactly the
+    shortest, closest text numpy's Dragon4 gives; at powers of two (asymmetric interval),
+    zero, and values outside the single's range, numpy decides. The text is then laid out
+    as numpy's positional (1e-5 <= |v| < 1e16) or scientific form."""
+    got = _f4_cache.get(value)
+    if got is not None:
+        return got
+    try:
+        packed = _f4_pack(value)
+    except OverflowError:
+        return _float4_text_numpy(value)
+    if not (_u4_unpack(packed)[0] & 0x7FFFFF) or value != value:
+        return _float4_text_numpy(value)      # powers of two, zero, NaN: numpy decides
+    f = _f4_unpack(packed)[0]
+    for fmt in _F4_FORMATS:
+        text = fmt % f
+        try:
+            if _f4_pack(float(text)) == packed:
+                break
+        except OverflowError:             # rounded past the largest single
+            continue
+    mant, exp = text.split("e")
+    e = int(exp)
+    neg = mant[0] == "-"
+    digits = mant.lstrip("-").replace(".", "").rstrip("0") or "0"
+    mag = abs(f)
+    if mag < 1e-5 or mag >= 1e16:
+        out = digits[0] + ("." + digits[1:] if len(digits) > 1 else "") + \
+            ("e-%02d" % -e if e < 0 else "e%02d" % e)
+    elif e < 0:
+        out = "0." + "0" * (-e - 1) + digits
+    elif e + 1 >= len(digits):
+        out = digits + "0" * (e + 1 - len(digits))
+    else:
+        out = digits[:e + 1] + "." + digits[e + 1:]
+    if neg:
+        out = "-" + out
+    if len(_f4_cache) > 65536:
+        _f4_cache.clear()
+    _f4_cache[value] = out
+    return out
 
 
 def float8_text(value: float) -> str:
@@ -428,16 +481,112 @@ def value_renderer(col) -> Callable[[object], str]:
     raise ValueError(f"no renderer for column type {t}")
 
 
-class RowRenderer:
-    """Renders a row (values in catalog column order) as the canonical JSON object."""
+_encode_str = json.encoder.encode_basestring     # what json.dumps(str, ensure_ascii=False) calls
+_Decimal = Decimal
 
-    __slots__ = ("_parts",)
+
+def _decimal_renderer(scale: int) -> Callable[[object], str]:
+    exp = -scale
+
+    def render(v) -> str:
+        # fast path: a Decimal already at the column's scale (what decoders produce)
+        if type(v) is _Decimal:
+            t = v.as_tuple()
+            if t.exponent == exp:
+                text = format(v, "f")
+                if t.sign and not any(t.digits):
+                    text = text[1:]
+                return '"' + text + '"'
+        return '"' + decimal_text(v, scale) + '"'
+    return render
+
+
+def _float_expr(v: str) -> str:
+    return (f"(_repr({v}) if type({v}) is float and {v} - {v} == 0.0 "
+            f"else _r_float({v}))")
+
+
+# per column type: a Python expression rendering the (not None) value ``{v}``; the
+# generated row function inlines them (no per-value call where the type allows it)
+_EXPR = {
+    "int": "(str({v}) if type({v}) is int else _r_int({v}))",
+    "str": "(_enc({v}) if type({v}) is str else _r_str({v}))",
+    "float4": "_r_float4({v})",
+    "date": "('\"' + {v}.isoformat() + '\"')",
+    "time": "('\"%02d:%02d:%02d\"' % ({v}.hour, {v}.minute, {v}.second))",
+    "timestamp": "('\"%04d-%02d-%02dT%02d:%02d:%02d.%06d\"' % ({v}.year, {v}.month, "
+                 "{v}.day, {v}.hour, {v}.minute, {v}.second, {v}.microsecond))",
+    "hex": "('\"' + ({v}.hex() if type({v}) is bytes else bytes({v}).hex()) + '\"')",
+}
+
+
+def _column_expr(col, i: int, env: dict) -> str:
+    """The inlined rendering of column ``i`` (its value is ``v{i}``)."""
+    fn = value_renderer(col)               # the reference; also rejects unknown types
+    v = f"v{i}"
+    kind = {_r_int: "int", _r_str: "str", _r_float4: "float4", _r_date: "date",
+            _r_time: "time", _r_timestamp: "timestamp", _r_hex: "hex"}.get(fn)
+    if fn is _r_float:
+        expr = _float_expr(v)
+    elif kind is not None and not (kind == "time" and col.type != "TIME"):
+        expr = _EXPR[kind].format(v=v)
+    else:
+        name = f"_f{i}"
+        env[name] = _decimal_renderer(col.scale or 0) if col.type == "DECIMAL" else fn
+        expr = f"{name}({v})"
+    return f"('null' if {v} is None else {expr})"
+
+
+def _compile_row(columns: Sequence) -> Callable[[Sequence], str]:
+    """One function per table: ``render(values) -> JSON text``, with the keys as constants
+    and each value's rendering inlined (identical text to ``value_renderer`` per value)."""
+    env = {"_repr": repr, "_enc": _encode_str, "_r_int": _r_int, "_r_str": _r_str,
+           "_r_float": _r_float, "_r_float4": _r_float4, "_list": list, "_tuple": tuple,
+           "_len": len}
+    n = len(columns)
+    if n == 0:
+        def empty(values) -> str:
+            for _ in zip((), values, strict=True):
+                pass
+            return "{}"
+        return empty
+    parts = []
+    for i, col in enumerate(columns):
+        key = json.dumps(col.name) + ": "
+        env[f"_k{i}"] = ("{" if i == 0 else ", ") + key
+        parts.append(f"_k{i}")
+        parts.append(_column_expr(col, i, env))
+    names = ", ".join(f"v{i}" for i in range(n))
+    src = (f"def render(values):\n"
+           f"    if type(values) is not _list and type(values) is not _tuple:\n"
+           f"        values = _list(values)\n"
+           f"    if _len(values) != {n}:\n"
+           f"        raise ValueError('row has %d values for {n} columns' % _len(values))\n"
+           f"    {names}, = values\n"
+           f"    return ''.join(({', '.join(parts)}, '}}'))\n")
+    exec(compile(src, "<RowRenderer>", "exec"), env)
+    return env["render"]
+
+
+class RowRenderer:
+    """Renders a row (values in catalog column order) as the canonical JSON object.
+
+    Compiled once per table (``_compile_row``): the text is exactly what joining
+    ``value_renderer(column)(value)`` per column gives (``tests/test_codecs.py`` checks)."""
+
+    __slots__ = ("_render", "columns")
 
     def __init__(self, columns: Sequence) -> None:
-        self._parts = [(json.dumps(c.name) + ": ", value_renderer(c)) for c in columns]
+        self.columns = tuple(columns)
+        self._render = _compile_row(self.columns)
 
     def __call__(self, values: Iterable) -> str:
+        return self._render(values)
+
+    def reference(self, values: Iterable) -> str:
+        """The per-value rendering the compiled function must equal (tests, benchmarks)."""
         out = []
-        for (key, render), value in zip(self._parts, values, strict=True):
-            out.append(key + ("null" if value is None else render(value)))
+        for col, value in zip(self.columns, values, strict=True):
+            out.append(json.dumps(col.name) + ": " +
+                       ("null" if value is None else value_renderer(col)(value)))
         return "{" + ", ".join(out) + "}"
