@@ -72,6 +72,7 @@ class Synth(FormatSynth):
             elif what == "commit":
                 addr = self._next_addr()
                 t.commit_position = hexpos(addr, L.LOGADDR_HEX)
+                t.extra["published_commit_ts"] = None   # SYS_LOG carries no commit time
                 rows.append(E.csv_row(L.COMMIT, tid, tid, None, 0, addr, None))
             else:
                 ch = t.changes[what[1]]
