@@ -108,27 +108,12 @@ def test_duplicated_commit_seq_fails_and_publishes_nothing(spark, base, tmp_path
                         "keys (source, commit_seq, event_seq) unique")
 
 
-def corrupt_archives(night: Path, every: int = 3) -> int:
-    """Break every ``every``-th CSV row of each archive (a field too many): quarantined."""
-    broken = 0
-    for archive in sorted(night.iterdir()):
-        lines = archive.read_bytes().split(b"\n")
-        for i in range(1, len(lines)):
-            if lines[i] and i % every == 0:
-                lines[i] += b",junk"
-                broken += 1
-        archive.write_bytes(b"\n".join(lines))
-    return broken
-
-
 def test_night_over_quarantine_threshold_fails(spark, base, tmp_path_factory):
-    root = W.copy_root(tmp_path_factory, "threshold")
-    assert corrupt_archives(root / "landing" / W.SOURCE / W.DATE2) > 0
-    before = outside_state(root)
-    config = W.write_sources(root.parent, quarantine_threshold=0.1)
-    rc, out = W.run_night(root, config, W.DATE2)
-    assert_failed_night(root, before, rc, out, {"quarantine:under_threshold"},
-                        "quarantined / records read")
+    night = W.threshold_night(tmp_path_factory)
+    root = night["root"]
+    assert night["broken"] > 0
+    assert_failed_night(root, night["before"], night["rc"], night["out"],
+                        {"quarantine:under_threshold"}, "quarantined / records read")
     page = (root / "reports" / W.DATE2 / f"{W.SOURCE}.html").read_text()
     assert "corrupt" in page and "wrong number of fields" in page     # the reasons
     assert "threshold 10.00%" in page

@@ -101,3 +101,29 @@ def staged_run(root: Path) -> Path:
     runs = sorted((root / "staging").iterdir())
     assert len(runs) >= 1
     return runs[-1]
+
+
+def corrupt_archives(night: Path, every: int = 3) -> int:
+    """Break every ``every``-th CSV row of each archive (a field too many): quarantined."""
+    broken = 0
+    for archive in sorted(night.iterdir()):
+        lines = archive.read_bytes().split(b"\n")
+        for i in range(1, len(lines)):
+            if lines[i] and i % every == 0:
+                lines[i] += b",junk"
+                broken += 1
+        archive.write_bytes(b"\n".join(lines))
+    return broken
+
+
+def threshold_night(factory) -> dict:
+    """Night 2 with corrupted archives, run with a 10% quarantine threshold (fails)."""
+    if "threshold" not in _CACHE:
+        root = copy_root(factory, "threshold")
+        broken = corrupt_archives(root / "landing" / SOURCE / DATE2)
+        before = {"published": published_state(root),
+                  **{p: tree(root / p) for p in ("audit", "quarantine", "state")}}
+        config = write_sources(root.parent, quarantine_threshold=0.1)
+        rc, out = run_night(root, config, DATE2)
+        _CACHE["threshold"] = {"root": root, "rc": rc, "out": out, "before": before, "broken": broken}
+    return _CACHE["threshold"]
