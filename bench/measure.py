@@ -30,7 +30,7 @@ def _role(p: psutil.Process, root_pid: int) -> str:
         cmd = " ".join(p.cmdline()[:4])
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return "other"
-    if "java" in name:
+    if "java" in name or "java" in cmd.split(" ", 1)[0]:
         return "jvm"
     if "pyspark" in cmd or "python" in name:
         return "workers"
@@ -43,7 +43,7 @@ class Sampler(threading.Thread):
         self.pid, self.interval = pid, interval
         self.samples: list[tuple[float, dict]] = []
         self.stop_flag = threading.Event()
-        self.roles: dict[int, str] = {}
+        self.roles: dict[tuple, str] = {}
 
     def run(self) -> None:
         try:
@@ -61,9 +61,13 @@ class Sampler(threading.Thread):
                     rss = p.memory_info().rss
                 except (psutil.NoSuchProcess, psutil.AccessDenied):
                     continue
-                role = self.roles.get(p.pid)
+                try:
+                    key = (p.pid, p.name())   # spark-submit (a shell script) execs into java
+                except (psutil.NoSuchProcess, psutil.AccessDenied):
+                    continue
+                role = self.roles.get(key)
                 if role is None:
-                    role = self.roles[p.pid] = _role(p, self.pid)
+                    role = self.roles[key] = _role(p, self.pid)
                 sums[role] += rss
             sums["tree"] = sum(sums.values())
             self.samples.append((time.time(), sums))
