@@ -70,6 +70,9 @@ EVENT_FIELDS: list[tuple[str, pa.DataType]] = [
 EVENT_SCHEMA = pa.schema(EVENT_FIELDS)
 EVENT_COLUMNS = [name for name, _ in EVENT_FIELDS]
 _COLUMN_SET = frozenset(EVENT_COLUMNS)
+# set by the sink itself, never by a decoder's keyword fields
+_FIXED = frozenset(("source", "format", "archive_file", "record_offset", "record_index",
+                    "n_records", "kind"))
 KINDS = ("change", "begin", "commit", "abort", "undo", "control", "skip", "quarantine",
          "segment", "carry")
 OPS = ("c", "u", "d", "m", "t", "ddl")
@@ -100,20 +103,24 @@ class EventSink:
 
     def add(self, kind: str, record_offset: int, record_index: int, n_records: int = 1,
             **fields: Any) -> None:
-        unknown = fields.keys() - _COLUMN_SET
-        if unknown:
-            raise TypeError(f"unknown event fields: {sorted(unknown)}")
+        """One row. Only the fields given cost anything: a column that a row leaves out is
+        padded with nulls lazily (when the column is next used, or when the batch is built)."""
         cols = self._cols
-        cols["source"].append(self.source)
-        cols["format"].append(self.format)
-        cols["archive_file"].append(self.archive_file)
+        n = self._n
         cols["record_offset"].append(record_offset)
         cols["record_index"].append(record_index)
         cols["n_records"].append(n_records)
         cols["kind"].append(kind)
-        for name in EVENT_COLUMNS[7:]:
-            cols[name].append(fields.get(name))
-        self._n += 1
+        for name, value in fields.items():
+            if value is None:
+                continue
+            col = cols.get(name)
+            if col is None or name in _FIXED:
+                raise TypeError(f"unknown event field: {name}")
+            if len(col) < n:
+                col.extend([None] * (n - len(col)))
+            col.append(value)
+        self._n = n + 1
         self.records_read += n_records
         if self._n >= self.batch_rows:
             self._seal()
@@ -133,7 +140,17 @@ class EventSink:
                  message=str(error), raw_hex=raw_hex(raw), **fields)
 
     def _build(self) -> pa.RecordBatch:
-        arrays = [pa.array(self._cols[name], type=typ) for name, typ in EVENT_FIELDS]
+        n = self._n
+        constant = {"source": self.source, "format": self.format, "archive_file": self.archive_file}
+        arrays = []
+        for name, typ in EVENT_FIELDS:
+            if name in constant:
+                arrays.append(pa.array([constant[name]] * n, type=typ))
+                continue
+            col = self._cols[name]
+            if len(col) < n:
+                col.extend([None] * (n - len(col)))
+            arrays.append(pa.array(col, type=typ))
         return pa.RecordBatch.from_arrays(arrays, schema=EVENT_SCHEMA)
 
     def batches(self) -> list[pa.RecordBatch]:
