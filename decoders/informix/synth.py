@@ -44,6 +44,7 @@ class Synth(FormatSynth):
         self.zone = ZoneInfo(self.timezone)
         self.uniqid = FIRST_UNIQID
         self.free_xids = list(range(1, 1000))          # a heap: lowest free xid first
+        self.next_xid = 1000
         self.rowids: dict[int, tuple[list, int]] = {}  # id(row values) -> (values, rowid)
         self.slots: dict[str, int] = {}
         self.tmp_tables: list[tuple[int, str, str]] = []   # (tblspace, owner, name) made by BLDCL
@@ -223,6 +224,9 @@ class Synth(FormatSynth):
             w.add("CHALLOC", 0, 0, {"pageno": rng.randint(0x1000, 0xfffff), "size": 0x40})
             return
         if what == "begin":
+            if not self.free_xids:   # every xid is held by an open transaction: take a new one
+                heapq.heappush(self.free_xids, self.next_xid)
+                self.next_xid += 1
             xid = heapq.heappop(self.free_xids)
             t.extra["xid"] = xid
             addr = w.add("BEGIN", xid, 0, {**E.stamp(t.begin_ts), "pid": rng.randint(100, 99999),
