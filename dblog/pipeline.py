@@ -17,7 +17,7 @@ from .config import load_config
 from .decode import decode_stage
 from .order import load_summary, order_stage
 from .paths import DataRoot, new_run_id, safe_run_id
-from .publish import publish
+from .publish import PublishError, publish
 from .stage import load_manifest, stage
 from .tables import tables_stage
 
@@ -97,11 +97,31 @@ def run_night(date: str, config: str | None = None, data_root: str | None = None
     result = validate_night(spark, run_dir)
     lap("validate")
     version = None
+    failures = list(result.failures)
+    published = result.success
     if result.success:
-        version = str(publish_night(run_dir))
+        try:
+            version = str(publish_night(run_dir))
+        except PublishError as exc:   # e.g. a rerun that would renumber later nights
+            published = False
+            failures.append(f"publish refused: {exc}")
+            _mark_report_unpublished(result.report, str(exc))
     lap("publish")
-    return RunResult(run_dir.name, date, result.success, result.report, summary, result.failures,
+    return RunResult(run_dir.name, date, published, result.report, summary, failures,
                      version, seconds)
+
+
+def _mark_report_unpublished(report: str | None, why: str) -> None:
+    """The report was written before publishing: say that the publish was refused."""
+    if not report or not Path(report).is_file():
+        return
+    import html
+
+    page = Path(report)
+    text = page.read_text(encoding="utf-8")
+    note = (f'<p class="verdict bad">Validation passed, but the publish was refused: '
+            f"{html.escape(why)}. Nothing was published.</p>")
+    page.write_text(text.replace("<body>", "<body>" + note, 1), encoding="utf-8")
 
 
 def describe(result: RunResult, root: DataRoot) -> str:

@@ -109,6 +109,17 @@ def test_nights_carry_open_transactions_and_reruns_do_not_renumber(spark, tmp_pa
     again = check_night(root, "pos_solid", dates[1], per_night[dates[1]][0]["commit_seq"])
     assert [r["commit_seq"] for r in again] == [r["commit_seq"] for r in per_night[dates[1]]]
     assert check_night(root, "pos_solid", dates[2], per_night[dates[2]][0]["commit_seq"])
+    # a late archive that adds a transaction to night 2 would renumber night 3: refused
+    from decoders.soliddb import encoder as E
+    from decoders.soliddb import layout as L
+    late = E.write_archive([E.csv_row(L.TRX_START, 99, 99, None, 0, E.logaddr(10**9), None),
+                            E.csv_row(L.DDL, 99, 99, 10001, 1, E.logaddr(10**9 + 1),
+                                      E.encode_ddl(22, "ERP.ORDERS")),
+                            E.csv_row(L.COMMIT, 99, 99, None, 0, E.logaddr(10**9 + 2), None)])
+    (root / "landing" / "pos_solid" / dates[1] / "zz_late.csv").write_bytes(late)
+    before = published(root, "pos_solid", dates[1])
+    assert run(solid_config, root, dates[1]) == 1
+    assert published(root, "pos_solid", dates[1]) == before
 
 
 def test_corrupt_records_quarantined_rest_published(spark, tmp_path, solid_config):
