@@ -247,6 +247,6 @@ def _trigger_and_backfill(airflow_server, browser):
     url = links["extra_links"]["Data-quality report"]
     assert url.endswith(f"/dblog-reports/{nights[-1].isoformat()}/index.html"), links
     ui.d.get(srv["base"] + url if url.startswith("/") else url)
-    ui.find_text("Expectations", 30)
+    ui.find_text(f"dblog nightly report {nights[-1].isoformat()}", 30)
     ui.shot("06_report")
     print(f"UI trigger + 2-run backfill, 3 nights: {took:.0f} s")
