@@ -1,4 +1,30 @@
-"""Decoder of solidDB SYS_LOG CSV exports (SPEC section 3, soliddb)."""
+"""Decoder of solidDB SYS_LOG CSV exports (SPEC section 3, soliddb).
+
+Framing: RFC 4180 CSV with a header row; a quoted field may span lines. ``record_offset`` is
+the byte offset of the row's first byte; a row that ends inside a quoted field or has too
+few fields at the end of the file is a truncated tail (``NeedData``), elsewhere ``Corrupt``.
+
+Decisions:
+
+* ``trx_id`` = TRXID (decimal); ``position`` = LOGADDR as 40 upper-case hex digits (binary
+  order = log order); the COMMIT's LOGADDR is the ``commit_position``; no ``commit_ts``.
+* RECID 0 (EMPTY/NOP padding) is skipped by rule ``soliddb_empty_padding``; TRX_START with
+  FLAGS bit 6 marks the transaction ``capture_off`` (its changes are skipped, never published).
+* UPDATE_BEFOREIMAGE pairs with the next record of the same TRXID when that is an UPDATE of
+  the same RELID (one ``u`` change, ``n_records`` 2); if the next record of the transaction
+  is anything else (or the archive ends), the before image is quarantined. An UPDATE with no
+  before image is a ``u`` with ``before`` null.
+* DDL (13) pairs the same way with a following SQL (6) record: one ``ddl`` change whose text
+  is the SQL; without SQL the text is the DDL description and name ("Alter table ERP.X");
+  a SQL record alone is a ``ddl`` change. DDL is published even for a RELID the catalog does
+  not know (that is how new tables arrive); row changes of unknown RELIDs are quarantined.
+* Values: TINYINT/SMALLINT/INTEGER as 4-byte, BIGINT 8-byte big-endian; REAL/FLOAT/DOUBLE as
+  8-byte doubles (a REAL renders as the shortest text of its 4-byte value); DATE/TIME/
+  TIMESTAMP in the 11-byte layout with nanoseconds truncated to microseconds; DECIMAL from its
+  decimal string; CHAR/VARCHAR/CLOB in the table's ``encoding`` (default utf-8); a -2 length
+  is a BLOB id (``{"blob_id": n}``). A length past the DATA, or DATA left over after the last
+  column, quarantines the record.
+"""
 
 from __future__ import annotations
 
