@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from pathlib import Path
@@ -12,6 +13,9 @@ REPO = Path(__file__).resolve().parent.parent
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("TQDM_DISABLE", "1")
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+# py4j logs "Closing down clientserver connection" at interpreter exit, after pytest has
+# closed its capture streams; keep the run's last line pytest's own summary
+logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
 @pytest.fixture(scope="session")
