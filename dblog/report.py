@@ -44,7 +44,6 @@ def _aggregates(spark, manifest: dict, run_dir: Path) -> dict:
         out[r["source"]]["hours"][r["h"]] = r["count"]
     held_dir = Path(run_dir) / STATE / HELD_DIR
     if held_dir.is_dir() and any(held_dir.rglob("*.parquet")):
-        from decoders.events import EVENT_SCHEMA  # noqa: F401  (schema of the held rows)
         from .decode import spark_event_schema
 
         held = spark.read.schema(spark_event_schema()).parquet(str(held_dir))
