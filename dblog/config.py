@@ -14,6 +14,8 @@ import yaml
 from decoders.catalog import FORMATS, Catalog, load_catalog
 from decoders.errors import ConfigError
 
+from .checks import DEFAULT_CHECKS, parse_checks
+
 DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "include" / "sources.yaml"
 NAME = re.compile(r"^[a-z0-9_]+$")
 
@@ -36,6 +38,7 @@ class Source:
     timezone: str = "UTC"
     options: dict[str, Any] = field(default_factory=dict)
     quarantine_threshold: float = DEFAULT_QUARANTINE_THRESHOLD
+    checks: tuple = DEFAULT_CHECKS   # history checks (dblog/checks.py)
 
     def catalog(self) -> Catalog:
         cat = load_catalog(self.catalog_path)
@@ -46,7 +49,8 @@ class Source:
 
     def to_json(self) -> dict:
         return {"name": self.name, "format": self.format, "timezone": self.timezone,
-                "options": self.options, "quarantine_threshold": self.quarantine_threshold}
+                "options": self.options, "quarantine_threshold": self.quarantine_threshold,
+                "checks": [c.to_json() for c in self.checks]}
 
 
 @dataclass(frozen=True)
@@ -97,7 +101,7 @@ def load_config(path: str | os.PathLike | None = None) -> Config:
         if not isinstance(item, dict):
             raise ConfigError(file, where, f"expected a mapping, got {type(item).__name__}")
         unknown = set(item) - {"name", "format", "catalog", "timezone", "options",
-                               "quarantine_threshold"}
+                               "quarantine_threshold", "checks"}
         if unknown:
             raise ConfigError(file, f"{where}.{sorted(unknown)[0]}", "unknown key")
         name = item.get("name")
@@ -149,5 +153,6 @@ def load_config(path: str | os.PathLike | None = None) -> Config:
         if not isinstance(thr, (int, float)) or isinstance(thr, bool) or not 0 <= thr <= 1:
             raise ConfigError(file, f"{where}.quarantine_threshold",
                               f"expected a share between 0 and 1, got {thr!r}")
-        sources.append(Source(name, fmt, cat_path, str(tz), options, float(thr)))
+        checks = parse_checks(file, f"{where}.checks", item.get("checks"))
+        sources.append(Source(name, fmt, cat_path, str(tz), options, float(thr), checks))
     return Config(path, tuple(sources))
