@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import FORMATS, get as _format
 from .errors import ConfigError
 
 TYPES = {
@@ -15,7 +16,6 @@ TYPES = {
     "VARCHAR", "BINARY", "VARBINARY", "DATE", "TIME", "TIMESTAMP", "BLOB", "CLOB",
 }
 NEEDS_LENGTH = {"CHAR", "VARCHAR", "BINARY", "VARBINARY"}
-FORMATS = ("soliddb", "db2luw", "informix", "rdb", "lldf")
 
 
 @dataclass(frozen=True)
@@ -173,9 +173,11 @@ def parse_catalog(doc: Any, file: str) -> Catalog:
                 if scale > precision:
                     raise ConfigError(file, f"{cwhere}.scale",
                                       f"scale {scale} exceeds precision {precision}")
-            if ctype == "FLOAT" and fmt == "lldf" and length not in (4, 8):
-                raise ConfigError(file, f"{cwhere}.length", "lldf FLOAT needs length 4 or 8")
-            columns.append(Column(cname, ctype, nullable, length, precision, scale))
+            column = Column(cname, ctype, nullable, length, precision, scale)
+            problem = _format(fmt).check_column(column)
+            if problem:
+                raise ConfigError(file, f"{cwhere}.length" if ctype == "FLOAT" else cwhere, problem)
+            columns.append(column)
         key = tdoc.get("key", [])
         if not isinstance(key, list) or not all(isinstance(k, str) for k in key):
             raise ConfigError(file, f"{where}.key", f"expected a list of column names, got {key!r}")
