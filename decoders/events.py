@@ -221,10 +221,12 @@ class EventSink:
                                                          EVENT_SCHEMA.field(i).type), n))
         return table
 
-    def account_bytes(self, size: int, line_starts: np.ndarray | None = None) -> None:
+    def account_bytes(self, size: int, line_starts: np.ndarray | None = None, offset: int = 0,
+                      line: int = 0) -> None:
         """Fill ``n_bytes`` of the rows that have none (see the module docstring).
 
-        ``size`` is the archive's length; ``line_starts`` (text formats whose
+        ``size`` is the length of the decoded bytes, which start at archive offset ``offset``
+        (line ``line`` + 1 for text formats); ``line_starts`` (text formats whose
         ``record_offset`` is a 1-based line number) the byte offset of each line's start."""
         table = self._finish()
         nb = table.column("n_bytes")
@@ -232,6 +234,7 @@ class EventSink:
             self._done = table.to_batches(self.batch_rows)
             return
         offs = table.column("record_offset").to_numpy(zero_copy_only=False).astype(np.int64)
+        offs = offs - (line if line_starts is not None else offset)
         counts = table.column("n_records").to_numpy(zero_copy_only=False)
         missing = nb.is_null().to_numpy(zero_copy_only=False)
         if line_starts is not None:
@@ -331,7 +334,8 @@ def accounts_bytes(decode: Callable, lines: bool = False) -> Callable:
     @functools.wraps(decode)
     def decode_accounted(data, ctx, sink: EventSink):
         out = decode(data, ctx, sink)
-        sink.account_bytes(len(data), line_starts(data) if lines else None)
+        sink.account_bytes(len(data), line_starts(data) if lines else None,
+                           getattr(ctx, "offset", 0), getattr(ctx, "line", 0))
         return out
 
     return decode_accounted
