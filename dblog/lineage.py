@@ -21,7 +21,7 @@ client's HTTP transport configured from the environment: ``OPENLINEAGE_URL``,
 ``OPENLINEAGE_ENDPOINT``, ``OPENLINEAGE_API_KEY``, ``OPENLINEAGE_DISABLED``).
 
 Off the hot path, never in the way: events are built and sent by one background thread;
-``close()`` waits for it a bounded time (``DBLOG_LINEAGE_TIMEOUT``, default 10 s). Any
+``close()`` waits for it a bounded time (``DBLOG_LINEAGE_TIMEOUT``, default 30 s). Any
 failure (no disk space, server down, a bug here) is logged as a warning and never fails
 the night.
 """
@@ -360,7 +360,7 @@ class Lineage:
         if not self._threads:
             return True
         if timeout is None:
-            timeout = float(os.environ.get("DBLOG_LINEAGE_TIMEOUT", "10"))
+            timeout = float(os.environ.get("DBLOG_LINEAGE_TIMEOUT", "30"))
         deadline = time.monotonic() + timeout
         self._queue.put(None)
         for t in self._threads:

@@ -22,6 +22,13 @@ from dblog import lineage as L
 SPEC = Path(__file__).resolve().parent / "openlineage_spec"
 
 
+@pytest.fixture(autouse=True)
+def _patient(monkeypatch):
+    """These tests check what is written, not how fast: a loaded machine may take a while to
+    import the client (the bounded wait itself is tested with a server that is down)."""
+    monkeypatch.setenv("DBLOG_LINEAGE_TIMEOUT", "300")
+
+
 @lru_cache(maxsize=1)
 def _registry():
     from referencing import Registry, Resource
@@ -222,3 +229,30 @@ def test_a_lineage_server_down_costs_a_bounded_wait(tmp_path, monkeypatch):
     L.Lineage(manifest).start(run_dir).end(True, run_dir, {}, [], [])
     assert time.monotonic() - t0 < 8
     assert [e["eventType"] for e in read_events(L.Lineage(manifest).path)] == ["START", "COMPLETE"]
+
+
+def test_the_dag_writes_complete_or_fail_from_its_report_task(tmp_path):
+    """``airflow_tasks.lineage_end`` (the report task): COMPLETE when every source published,
+    else FAIL with the validation's failures; stage seconds recorded by the tasks."""
+    from dblog import airflow_tasks as at
+    from dblog.metrics import record_seconds
+
+    manifest, run_dir = staged_run(tmp_path)
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    (run_dir / "validation.json").write_text(json.dumps(
+        {"success": False, "failures": ["history check volume_collapse (error) of erp_db2: ..."],
+         "warnings": []}))
+    for stage, secs in (("stage.pos_solid", 1.0), ("stage.erp_db2", 2.0), ("decode", 3.0)):
+        record_seconds(run_dir, stage, secs)
+    plan_out = {"run_dir": str(run_dir), "sources": ["pos_solid", "erp_db2"], "date": manifest["date"],
+                "data_root": manifest["data_root"]}
+    assert at.lineage_end(plan_out, ["pos_solid"]) is True
+    [fail] = read_events(L.Lineage(manifest).path)
+    validate_event(fail)
+    assert fail["eventType"] == "FAIL" and "volume_collapse" in fail["run"]["facets"]["errorMessage"]["message"]
+    assert fail["run"]["facets"]["dblog"]["seconds"] == {"stage": 2.0, "decode": 3.0}
+    assert at.lineage_end(plan_out, ["erp_db2", "pos_solid"]) is True
+    events = read_events(L.Lineage(manifest).path)
+    assert [e["eventType"] for e in events] == ["FAIL", "COMPLETE"]
+    validate_event(events[-1])
+    assert at.lineage_end({**plan_out, "run_dir": str(tmp_path / "nowhere")}, []) is False
