@@ -223,7 +223,7 @@ def bar_chart(title: str, dates: list[str], stacks: list[tuple[str, str, list]],
     if threshold is not None:
         y = PAD_T + ph * (1 - threshold / top)
         parts.append(f'<line class="threshold" x1="{PAD_L}" x2="{W - PAD_R}" y1="{y:.1f}" y2="{y:.1f}"/>'
-                     f'<text class="axis thr" x="{W - PAD_R}" y="{y - 3:.1f}" text-anchor="end">'
+                     f'<text class="axis thr" x="{PAD_L + 4}" y="{y - 3:.1f}" text-anchor="start">'
                      f'{_esc(threshold_label)}</text>')
     for i, d in enumerate(dates):
         if (n - 1 - i) % 7 == 0:
@@ -280,8 +280,8 @@ a{color:#0550ae}nav{font-size:.9rem;color:var(--muted)}nav a{margin-right:.9rem}
 code{font-size:.9em;background:var(--panel);padding:0 .25em;border-radius:3px}
 table{border-collapse:collapse;margin:.4rem 0;font-size:.9rem}
 td,th{border-bottom:1px solid var(--line);padding:.28rem .55rem;text-align:left;vertical-align:top}
-th{background:var(--panel);font-weight:600;white-space:nowrap}
-td.n,th.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+th{background:var(--panel);font-weight:600;vertical-align:bottom}
+td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}th.n{text-align:right}
 .scroll{overflow-x:auto}
 .verdict{font-weight:700;padding:.5rem .8rem;border-radius:6px;display:inline-block;margin:.2rem 0}
 .verdict.ok{color:var(--ok);background:var(--okbg)}.verdict.bad{color:var(--err);background:var(--errbg)}
@@ -291,7 +291,7 @@ white-space:nowrap;border:1px solid transparent}
 border-color:#d4a72c}.badge.error{color:var(--err);background:var(--errbg);border-color:#ff8182}
 .badge.wait,.badge.none{color:var(--muted);background:var(--panel)}
 tr.fail td{background:var(--errbg)}tr.warn td{background:var(--warnbg)}
-.kpis{display:grid;grid-template-columns:repeat(auto-fill,minmax(10.5rem,1fr));gap:.6rem;margin:.6rem 0}
+.kpis{display:grid;grid-template-columns:repeat(auto-fill,minmax(8.6rem,1fr));gap:.6rem;margin:.6rem 0}
 .kpi{background:var(--panel);border:1px solid var(--line);border-radius:8px;padding:.5rem .7rem}
 .kpi b{display:block;font-size:1.3rem;font-variant-numeric:tabular-nums}
 .kpi span{font-size:.8rem;color:var(--muted)}
@@ -640,7 +640,7 @@ def render(manifest: dict, agg: dict, success: bool, failures: list[str], result
                     f"<td>{sparkline(vol, label=f'{name} records read')}</td><td>{badge}</td></tr>")
     head = "".join(f"<th{' class=n' if 1 < i < 10 else ''}>{h}</th>" for i, h in enumerate(
         ("source", "format", "records read", "published", "control", "skipped", "held open",
-         "quarantined", "quarantined share / threshold", "open transactions carried",
+         "quarantined", "quarantined share / threshold", "open trans&shy;actions carried",
          "records read, 30 nights", "history checks")))
     parts.append(f'<h2>Sources</h2><div class="scroll"><table><thead><tr>{head}</tr></thead>'
                  f"<tbody>{''.join(rows)}</tbody></table></div>")
