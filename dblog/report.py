@@ -485,8 +485,9 @@ def _past_flags(series: dict) -> dict[str, str]:
 def _kpis(a: dict) -> str:
     m = a["metrics"]
     tiles = [
-        ("records read", _num(m.get("records_read")), f"{_num(m.get('archives'))} archives, "
-                                                      f"{_num(m.get('bytes_read'))} bytes"),
+        ("records read", _num(m.get("records_read")),
+         f"{_num(m.get('archives'))} archive{'' if m.get('archives') == 1 else 's'}, "
+         f"{_num(m.get('bytes_read'))} bytes"),
         ("changes", _num(m.get("changes")), f"{_num(m.get('transactions_committed'))} transactions"),
         ("quarantine share", _pct(m.get("quarantine_share")),
          f"threshold {_pct(a.get('threshold'))}"),
