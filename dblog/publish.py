@@ -40,7 +40,6 @@ from .paths import DataRoot
 from .stage import CARRY_DIR, HELD_DIR, SEQ_FILE, state_dates
 
 TABLES = "tables"
-METRICS = "metrics"     # dblog/metrics.py: published with the night, like changes
 KEEP_VERSIONS = 3
 PUBLISHED_MARKER = "_PUBLISHED.json"
 LINK_PREFIX = ".published-link-"
@@ -78,7 +77,7 @@ def _replaced(rel: Path, sources: set[str], date: str) -> bool:
     parts = rel.parts
     if f"date={date}" not in parts:
         return False
-    if parts[0] in (CHANGES, TRANSACTIONS, METRICS):
+    if parts[0] in (CHANGES, TRANSACTIONS):
         return any(p in {f"source={s}" for s in sources} for p in parts)
     if parts[0] == TABLES:
         return len(parts) > 1 and parts[1] in sources
@@ -199,12 +198,12 @@ def publish(root: DataRoot, manifest: dict, run_dir: Path, summary: dict,
                 rel_dir = Path(dirpath).relative_to(current)
                 for f in files:
                     rel = rel_dir / f
-                    if rel.parts and rel.parts[0] in (CHANGES, TRANSACTIONS, TABLES, METRICS) \
+                    if rel.parts and rel.parts[0] in (CHANGES, TRANSACTIONS, TABLES) \
                             and not _replaced(rel, sources, date):
                         (version / rel_dir).mkdir(parents=True, exist_ok=True)
                         os.link(Path(dirpath) / f, version / rel)
         _failpoint("snapshot_previous")
-        for dataset in (CHANGES, TRANSACTIONS, METRICS):
+        for dataset in (CHANGES, TRANSACTIONS):
             for s, d, p in _partitions(run_dir / dataset):
                 if s in sources:
                     _link_tree(p, version / dataset / f"source={s}" / f"date={d}")

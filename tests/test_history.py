@@ -25,7 +25,19 @@ import pytest
 
 from tests import wap_nights as W
 
-pytestmark = pytest.mark.spark
+def _publish_covers_metrics() -> bool:
+    """History is the *published* metrics: the one publish of every registered dataset
+    (``publish`` slice, issue 14) publishes ``metrics/``; the publish before it ignores it."""
+    import inspect
+
+    from dblog import publish
+
+    return "D.published()" in inspect.getsource(publish)
+
+
+pytestmark = [pytest.mark.spark, pytest.mark.skipif(
+    not _publish_covers_metrics(),
+    reason="needs the publish of every registered dataset (metrics/ is history); not on main yet")]
 
 REPO = Path(__file__).resolve().parent.parent
 ARTIFACTS = REPO / "test-artifacts" / "history"
