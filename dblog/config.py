@@ -26,6 +26,7 @@ _OPTIONS: dict[str, dict[str, tuple[Any, Any]]] = {
     "lldf": {"codepage": ("cp037", "codec"), "rdw": (False, bool)},
 }
 DEFAULT_QUARANTINE_THRESHOLD = 0.05
+DEFAULT_MIRROR_RETENTION = 7        # nights of published/mirror kept (SPEC section 5)
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,8 @@ class Source:
     timezone: str = "UTC"
     options: dict[str, Any] = field(default_factory=dict)
     quarantine_threshold: float = DEFAULT_QUARANTINE_THRESHOLD
+    mirror_retention: int = DEFAULT_MIRROR_RETENTION
+    mirror_missing_base_limit: int | None = None     # off unless set
 
     def catalog(self) -> Catalog:
         cat = load_catalog(self.catalog_path)
@@ -46,7 +49,9 @@ class Source:
 
     def to_json(self) -> dict:
         return {"name": self.name, "format": self.format, "timezone": self.timezone,
-                "options": self.options, "quarantine_threshold": self.quarantine_threshold}
+                "options": self.options, "quarantine_threshold": self.quarantine_threshold,
+                "catalog_path": str(self.catalog_path), "mirror_retention": self.mirror_retention,
+                "mirror_missing_base_limit": self.mirror_missing_base_limit}
 
 
 @dataclass(frozen=True)
@@ -97,7 +102,8 @@ def load_config(path: str | os.PathLike | None = None) -> Config:
         if not isinstance(item, dict):
             raise ConfigError(file, where, f"expected a mapping, got {type(item).__name__}")
         unknown = set(item) - {"name", "format", "catalog", "timezone", "options",
-                               "quarantine_threshold"}
+                               "quarantine_threshold", "mirror_retention",
+                               "mirror_missing_base_limit"}
         if unknown:
             raise ConfigError(file, f"{where}.{sorted(unknown)[0]}", "unknown key")
         name = item.get("name")
@@ -149,5 +155,13 @@ def load_config(path: str | os.PathLike | None = None) -> Config:
         if not isinstance(thr, (int, float)) or isinstance(thr, bool) or not 0 <= thr <= 1:
             raise ConfigError(file, f"{where}.quarantine_threshold",
                               f"expected a share between 0 and 1, got {thr!r}")
-        sources.append(Source(name, fmt, cat_path, str(tz), options, float(thr)))
+        retention = item.get("mirror_retention", DEFAULT_MIRROR_RETENTION)
+        if not isinstance(retention, int) or isinstance(retention, bool) or retention < 1:
+            raise ConfigError(file, f"{where}.mirror_retention",
+                              f"expected a whole number of nights >= 1, got {retention!r}")
+        limit = item.get("mirror_missing_base_limit")
+        if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
+            raise ConfigError(file, f"{where}.mirror_missing_base_limit",
+                              f"expected a whole number >= 0 (or leave it out: no limit), got {limit!r}")
+        sources.append(Source(name, fmt, cat_path, str(tz), options, float(thr), retention, limit))
     return Config(path, tuple(sources))

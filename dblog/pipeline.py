@@ -15,6 +15,7 @@ from pathlib import Path
 
 from .config import load_config
 from .decode import decode_stage
+from .mirror import mirror_stage
 from .order import load_summary, order_stage
 from .paths import DataRoot, new_run_id, safe_run_id
 from .publish import PublishError, publish
@@ -53,6 +54,7 @@ def order_night(spark, run_dir: Path) -> dict:
     manifest = load_manifest(run_dir)
     summary = order_stage(spark, manifest, run_dir)
     tables_stage(spark, manifest, run_dir)
+    mirror_stage(spark, manifest, run_dir)
     return summary
 
 
