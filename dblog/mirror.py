@@ -598,3 +598,72 @@ def carry_published(published: Path | None, source: str, date: str, run_dir: Pat
 def load_mirror_summary(run_dir: Path) -> dict:
     path = Path(run_dir) / MIRROR_SUMMARY
     return json.loads(path.read_text()) if path.is_file() else {}
+
+
+# ----------------------------------------------------------------- dblog mirror (the CLI)
+
+def locate(published: Path | None, source: str, table: str, as_of: str | None,
+           retention: int) -> tuple[str | None, Path | None, str]:
+    """(night, folder or None, message) of ``table`` (``SCHEMA.TABLE``) of ``source`` as of
+    night ``as_of`` (default: the latest night with a mirror). The night used is the latest
+    night at or before ``as_of`` that built the source's mirror; the folder is None when the
+    table held no rows then, or when that night is past ``mirror_retention``."""
+    nights = mirror_nights(published, source) if published is not None else []
+    usable = [n for n in nights if as_of is None or n <= as_of]
+    if not usable:
+        when = f"on or before {as_of}" if as_of else "yet"
+        return None, None, f"no mirror of {source} published {when}"
+    night = usable[-1]
+    folder = published / MIRROR / source / table / f"date={night}"
+    note = "" if as_of is None or night == as_of else f" (the latest night on or before {as_of})"
+    if folder.is_dir():
+        return night, folder, f"{source} {table} as of {night}{note}"
+    if night not in retained(nights, retention):
+        return night, None, (f"the mirror of {source} as of {night}{note} is past mirror_retention "
+                             f"({retention} nights kept: {', '.join(retained(nights, retention))})")
+    return night, None, f"{source} {table} held no rows as of {night}{note}"
+
+
+def show_rows(folder: Path, n: int) -> str:
+    """The first ``n`` rows of a mirror folder, as text (pyarrow; the hidden ``_rows`` is skipped)."""
+    import pyarrow.dataset as ds
+
+    table = ds.dataset(str(folder), format="parquet").head(n)
+    return table.to_pandas().to_string(index=False, max_colwidth=40)
+
+
+def mirror_command(args) -> int:
+    """``dblog mirror``: print where a table's mirror as of a night lies (and its first rows)."""
+    import sys
+
+    from decoders.errors import ConfigError
+
+    from .config import load_config
+
+    try:
+        src = load_config(args.config).source(args.source)
+        catalog = src.catalog()
+    except ConfigError as exc:
+        print(f"dblog: configuration error: {exc}", file=sys.stderr)
+        return 2
+    table = next((t for t in catalog.tables if t.qualified_name == args.table), None)
+    if table is None:
+        print(f"dblog mirror: {args.source} has no table {args.table} in its catalog "
+              f"({', '.join(t.qualified_name for t in catalog.tables)})", file=sys.stderr)
+        return 2
+    if not table.key or src.format in NO_IMAGES:
+        why = "no key in the catalog" if not table.key else f"{src.format} logs carry no row images"
+        print(f"dblog mirror: {args.source} {args.table} has no mirror: {why}", file=sys.stderr)
+        return 1
+    root = DataRoot.of(args.data_root)
+    published = root.published if root.published.exists() else None
+    night, folder, message = locate(published, args.source, args.table, args.as_of,
+                                    src.mirror_retention)
+    if folder is None:
+        print(f"dblog mirror: {message}", file=sys.stderr)
+        return 1 if night is None or "retention" in message else 0
+    print(folder)
+    if args.show:
+        print(f"# {message}; first {args.show} rows")
+        print(show_rows(folder, args.show))
+    return 0
