@@ -181,51 +181,46 @@ def _json_string(c):
     return text
 
 
-def _float_text_sql(c, four: bool):
-    """Python's text of a float column (``repr`` for doubles, the shortest single text for
-    REAL), from Java's shortest digits: only the layout differs (``1.0E-5`` -> ``1e-05``)."""
+def _float_parts(s):
+    """(digits, decimal point position) of Java's text ``s`` of a finite non-zero float:
+    value = 0.<digits> * 10^decpt, digits without leading or trailing zeros."""
     from pyspark.sql import functions as F
 
-    s = c.cast("string")
-    sign = F.when(s.startswith("-"), F.lit("-")).otherwise(F.lit(""))
     body = F.regexp_replace(s, "^-", "")
-    mant = F.regexp_extract(body, r"^([0-9.]+)", 1)
     exp = F.coalesce(F.regexp_extract(body, r"E(-?[0-9]+)$", 1).try_cast("int"), F.lit(0))
-    ip = F.regexp_extract(mant, r"^([0-9]*)", 1)
-    fp = F.regexp_extract(mant, r"\.([0-9]*)$", 1)
-    raw = F.concat(ip, fp)
-    lead = F.length(raw) - F.length(F.regexp_replace(raw, "^0+", ""))
-    digits0 = F.regexp_replace(F.regexp_replace(raw, "^0+", ""), "0+$", "")
-    digits = F.when(digits0 == "", F.lit("0")).otherwise(digits0)
-    # decimal point position relative to the digits: value = 0.<digits> * 10^decpt
-    decpt = F.length(ip) + exp - lead
+    ip = F.regexp_extract(body, r"^([0-9]*)", 1)
+    raw = F.concat(ip, F.regexp_extract(body, r"^[0-9]*\.([0-9]*)", 1))
+    stripped = F.regexp_replace(raw, "^0+", "")
+    digits = F.regexp_replace(stripped, "0+$", "")
+    return digits, F.length(ip) + exp - (F.length(raw) - F.length(stripped))
+
+
+def _float_layout(c, s, digits, decpt, four: bool):
+    """Python's text of a float (``repr`` for doubles; for REAL the shortest single text in
+    numpy's layout), from Java's shortest digits: only the layout differs (``1.0E-5``)."""
+    from pyspark.sql import functions as F
+
     nd = F.length(digits)
-    sci_exp = decpt - 1
-    if four:   # numpy positional for 1e-5 <= |v| < 1e16, no trailing ".0"
-        use_sci = (decpt < -4) | (decpt > 16)
-        positional = F.when(decpt <= 0, F.concat(F.lit("0."), F.repeat(F.lit("0"), -decpt), digits)) \
-            .when(decpt >= nd, F.concat(digits, F.repeat(F.lit("0"), decpt - nd))) \
-            .otherwise(F.concat(F.substring(digits, 1, decpt), F.lit("."),
-                                F.substring(digits, decpt + 1, 1 << 30)))
-        expo = F.when(sci_exp < 0, F.concat(F.lit("e-"), F.lpad((-sci_exp).cast("string"), 2, "0"))) \
-            .otherwise(F.concat(F.lit("e"), F.lpad(sci_exp.cast("string"), 2, "0")))
-    else:      # Python repr: positional for 1e-4 <= |v| < 1e16
-        use_sci = (decpt < -3) | (decpt > 16)
-        positional = F.when(decpt <= 0, F.concat(F.lit("0."), F.repeat(F.lit("0"), -decpt), digits)) \
-            .when(decpt >= nd, F.concat(digits, F.repeat(F.lit("0"), decpt - nd), F.lit(".0"))) \
-            .otherwise(F.concat(F.substring(digits, 1, decpt), F.lit("."),
-                                F.substring(digits, decpt + 1, 1 << 30)))
-        expo = F.when(sci_exp < 0, F.concat(F.lit("e-"), F.lpad((-sci_exp).cast("string"), 2, "0"))) \
-            .otherwise(F.concat(F.lit("e+"), F.lpad(sci_exp.cast("string"), 2, "0")))
+    sign = F.when(s.startswith("-"), F.lit("-")).otherwise(F.lit(""))
+    tail = F.lit("") if four else F.lit(".0")
+    positional = F.when(decpt <= 0, F.concat(F.lit("0."), F.repeat(F.lit("0"), -decpt), digits)) \
+        .when(decpt >= nd, F.concat(digits, F.repeat(F.lit("0"), decpt - nd), tail)) \
+        .otherwise(F.concat(F.substring(digits, 1, decpt), F.lit("."),
+                            F.substring(digits, decpt + 1, 1 << 30)))
+    e = decpt - 1
+    plus = "" if four else "+"
+    expo = F.when(e < 0, F.concat(F.lit("e-"), F.lpad((-e).cast("string"), 2, "0"))) \
+        .otherwise(F.concat(F.lit("e" + plus), F.lpad(e.cast("string"), 2, "0")))
     sci = F.concat(F.substring(digits, 1, 1),
                    F.when(nd > 1, F.concat(F.lit("."), F.substring(digits, 2, 1 << 30)))
                    .otherwise(F.lit("")), expo)
+    use_sci = (decpt < (-4 if four else -3)) | (decpt > 16)
     zero = F.when(s.startswith("-"), F.lit("-0" if four else "-0.0")).otherwise(F.lit("0" if four else "0.0"))
-    finite = F.when(c == 0, zero).otherwise(F.concat(sign, F.when(use_sci, sci).otherwise(positional)))
     return F.when(F.isnan(c), F.lit('"NaN"')) \
         .when(c == float("inf"), F.lit('"Infinity"')) \
         .when(c == float("-inf"), F.lit('"-Infinity"')) \
-        .otherwise(finite)
+        .when(c == 0, zero) \
+        .otherwise(F.concat(sign, F.when(use_sci, sci).otherwise(positional)))
 
 
 def render_value_sql(c, col: Column):
@@ -238,7 +233,7 @@ def render_value_sql(c, col: Column):
     elif st.startswith("decimal"):
         text = F.concat(F.lit('"'), c.cast("string"), F.lit('"'))
     elif st in ("float", "double"):
-        text = _float_text_sql(c, st == "float")
+        raise ValueError("floats are rendered by render_rows (staged projections)")
     elif st == "binary":
         text = F.concat(F.lit('"'), F.lower(F.hex(c)), F.lit('"'))
     elif st == "date":
@@ -254,15 +249,32 @@ def render_value_sql(c, col: Column):
     return F.when(c.isNull(), F.lit("null")).otherwise(text)
 
 
-def render_row_sql(columns: list[Column], source=None):
-    """The canonical JSON object of a typed row (columns named as in the catalog)."""
+def render_rows(df, columns: list[Column], out: str = "row"):
+    """``df`` (typed columns named as in the catalog) plus ``out``: the canonical JSON object
+    of the row. Floats go through three small projections (Java's text, then its digits and
+    decimal point, then Python's layout) so that the generated code stays small."""
     from pyspark.sql import functions as F
 
-    parts = []
+    floats = [(i, c) for i, c in enumerate(columns) if spark_type(c) in ("float", "double")]
+    df = df.withColumns({f"__s{i}": F.col(f"`{c.name}`").cast("string") for i, c in floats}) \
+        if floats else df
+    parts = {}
+    for i, c in floats:
+        d, p = _float_parts(F.col(f"__s{i}"))
+        parts[f"__d{i}"], parts[f"__p{i}"] = d, p
+    if parts:
+        df = df.withColumns(parts)
+    texts = []
     for i, col in enumerate(columns):
-        prefix = ("" if i == 0 else ", ") + json.dumps(col.name) + ": "
-        parts += [F.lit(prefix), render_value_sql(F.col(f"`{col.name}`"), col)]
-    return F.concat(F.lit("{"), *parts, F.lit("}"))
+        c = F.col(f"`{col.name}`")
+        if spark_type(col) in ("float", "double"):
+            text = F.when(c.isNull(), F.lit("null")).otherwise(_float_layout(
+                c, F.col(f"__s{i}"), F.col(f"__d{i}"), F.col(f"__p{i}"), spark_type(col) == "float"))
+        else:
+            text = render_value_sql(c, col)
+        texts += [F.lit(("" if i == 0 else ", ") + json.dumps(col.name) + ": "), text]
+    df = df.withColumn(out, F.concat(F.lit("{"), *texts, F.lit("}")))
+    return df.drop(*[f"__{k}{i}" for i, _c in floats for k in "sdp"])
 
 
 def key_meta(spark, tables: list[dict]):
@@ -285,9 +297,10 @@ def key_meta(spark, tables: list[dict]):
 
 
 def key_of(image):
-    """The canonical JSON of the key columns of a row image (``key_cols`` and friends from
-    ``key_meta`` must be columns of the frame). Numbers keep Spark's text of the value
-    (floats as Python writes them); strings are re-escaped as the row image has them."""
+    """The JSON object of the key columns of a row image (``key_cols`` and friends from
+    ``key_meta`` must be columns of the frame): integers, strings, DECIMAL, dates and times
+    exactly as in the row image; a float key as Spark's parser writes it back (``1.5E-7``),
+    the same for every image of the same value, so keys match."""
     from pyspark.sql import functions as F
 
     m = F.from_json(image, "map<string,string>")
@@ -295,21 +308,12 @@ def key_of(image):
         F.arrays_zip(F.col("key_cols").alias("c"), F.col("key_prefix").alias("p"),
                      F.col("key_kind").alias("k")),
         lambda x: F.concat(x["p"], F.when(m[x["c"]].isNull(), F.lit("null"))
-                           .when(x["k"] == "num", _num_text(m[x["c"]]))
+                           .when(x["k"] == "num", m[x["c"]])
                            .when((x["k"] == "lob") & m[x["c"]].startswith("{"),
                                  F.regexp_replace(m[x["c"]], r'^\{"blob_id":', '{"blob_id": '))
                            .otherwise(_json_string(m[x["c"]]))))
     return F.when(image.isNull(), F.lit(None)).otherwise(
         F.concat(F.lit("{"), F.array_join(parts, ""), F.lit("}")))
-
-
-def _num_text(text):
-    """A JSON number as Spark's parser gives it back: integers keep their text, floats come
-    as Java writes the double; lay those out as Python does."""
-    from pyspark.sql import functions as F
-
-    is_float = text.rlike(r"[.Ee]")
-    return F.when(is_float, _float_text_sql(text.try_cast("double"), False)).otherwise(text)
 
 
 # ----------------------------------------------------------------- the stage
@@ -330,10 +334,9 @@ def _seed_rows(spark, table: dict, meta):
         raise MirrorError(f"{where}: columns {missing} missing (has {snap.columns})")
     cols = [F.col(f"`{have[c.name.upper()]}`").cast(spark_type(c)).alias(c.name)
             for c in table["columns"]]
-    row = render_row_sql(table["columns"])
-    return snap.select(*cols).select(
+    return render_rows(snap.select(*cols), table["columns"]).select(
         F.lit(table["source"]).alias("source"), F.lit(table["table_id"]).alias("table_id"),
-        row.alias("row")).join(F.broadcast(meta), ["source", "table_id"]).select(
+        "row").join(F.broadcast(meta), ["source", "table_id"]).select(
         "source", "table_id", key_of(F.col("row")).alias("key"), "row",
         F.lit(None).cast("long").alias("_commit_seq"), F.lit(None).cast("string").alias("_date"))
 
@@ -485,10 +488,11 @@ def mirror_stage(spark, manifest: dict, run_dir: Path) -> dict:
                     rewrite.add(ident)
             elif ident in changed:
                 folder = published / MIRROR / t["source"] / table_dir(MIRROR, t) / f"date={p.date}" / ROWS_DIR
-                if folder.is_dir():
+                files = sorted(str(f) for f in folder.glob("*.parquet")) if folder.is_dir() else []
+                if files:   # Spark skips a folder named _rows: read its files by name
                     prev_parts.append(
                         spark.read.schema("key STRING, row STRING, _commit_seq LONG, _date STRING")
-                        .parquet(str(folder))
+                        .parquet(*files)
                         .select(F.lit(t["source"]).alias("source"),
                                 F.lit(t["table_id"]).alias("table_id"), "key", "row",
                                 "_commit_seq", "_date"))

@@ -304,8 +304,9 @@ class KeyedState:
 
     def rendered(self) -> dict[str, list[dict]]:
         """Per table id: its rows as canonical JSON with the change that wrote them."""
-        return {tid: [{"row": render(self.tables[tid], v), "trx_id": trx, "commit_position": pos,
-                       "date": d.isoformat()} for v, trx, pos, d in rows.values()]
+        return {tid: [{"key": self.key_text(tid, key), "row": render(self.tables[tid], v),
+                       "trx_id": trx, "commit_position": pos, "date": d.isoformat() if d else None}
+                      for key, (v, trx, pos, d) in rows.items()]
                 for tid, rows in self.rows.items()}
 
 
