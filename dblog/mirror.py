@@ -58,7 +58,6 @@ MIRROR, NET_CHANGES, MIRROR_STATS = "mirror", "net_changes", "mirror_stats"
 ROWS_DIR = "_rows"                 # the generic rows of a mirror, beside its typed files
 ROWS_STAGED = "_mirror_rows"       # staging: the generic rows written by the one pass
 MIRROR_SUMMARY = "mirror_summary.json"
-NO_IMAGES = ("informix",)          # formats whose log carries no row images
 DEFAULT_RETENTION = 7
 ROW_OPS = ("c", "u", "d", "m", "t")
 ROWS_DDL = ("source STRING, table_id STRING, key STRING, row STRING, _commit_seq LONG, "
@@ -88,12 +87,19 @@ def mirror_plan(manifest: dict) -> tuple[list[dict], list[dict]]:
                      "columns": list(t.columns), "snapshot": _snapshot_path(src, t.initial_snapshot)}
             if not t.key:
                 skipped.append({**_public(entry), "reason": "no key in the catalog"})
-            elif src["format"] in NO_IMAGES:
+            elif not has_images(src["format"]):
                 skipped.append({**_public(entry), "reason": f"{src['format']} logs carry no row "
                                                             "images (changes have row_id only)"})
             else:
                 mirrored.append(entry)
     return mirrored, skipped
+
+
+def has_images(fmt: str) -> bool:
+    """Does the format's log carry row images (``HAS_IMAGES`` of its package)?"""
+    from decoders import get as get_format
+
+    return bool(getattr(get_format(fmt), "HAS_IMAGES", True))
 
 
 def _public(entry: dict) -> dict:
@@ -655,7 +661,7 @@ def mirror_command(args) -> int:
         print(f"dblog mirror: {args.source} has no table {args.table} in its catalog "
               f"({', '.join(t.qualified_name for t in catalog.tables)})", file=sys.stderr)
         return 2
-    if not table.key or src.format in NO_IMAGES:
+    if not table.key or not has_images(src.format):
         why = "no key in the catalog" if not table.key else f"{src.format} logs carry no row images"
         print(f"dblog mirror: {args.source} {args.table} has no mirror: {why}", file=sys.stderr)
         return 1
