@@ -155,6 +155,7 @@ def render_source(manifest: dict, name: str, a: dict, success: bool, failures: l
     parts.append(f'<h2>Open transactions carried to the next night</h2><p data-metric="held_transactions">'
                  f"{a['held_transactions']} transactions ({a['held_records']} records)</p>")
     parts.append("<h2>Change volume by hour of commit (UTC)</h2>" + _svg_hours(a["hours"]))
+    parts.append(mirror_section(a.get("mirror") or {}))
     parts.append(_expectations(results))
     return _page(f"dblog {name} {date}", parts)
 
@@ -186,12 +187,40 @@ def _write(path: Path, text: str) -> None:
     tmp.replace(path)
 
 
+def mirror_section(m: dict) -> str:
+    """Mirrors of the source (dblog/mirror.py's summary): rows and ``mirror_missing_base`` per
+    table, and the tables that get no mirror with the reason."""
+    if not m:
+        return ""
+    prev = m.get("previous") or {}
+    how = {"first": "first night: from the initial snapshots (or empty)",
+           "chain": f"continued from {prev.get('date')}",
+           "gone": f"the mirror of {prev.get('date')} is past mirror_retention: this night's "
+                   "mirror and net changes stay as published before"}.get(prev.get("mode"), "")
+    out = [f"<h2>Mirrors</h2><p>{html.escape(how)}</p>"]
+    tables = m.get("tables") or []
+    out.append(_table(["schema", "table", "rows", "mirror_missing_base"],
+                      [[t["schema_name"], t["table_name"], t["rows"], t["mirror_missing_base"]]
+                       for t in tables], ["schema_name", "table_name", "rows", "mirror_missing_base"])
+               if tables else "<p>no table holds rows</p>")
+    skipped = m.get("without_mirror") or []
+    if skipped:
+        out.append("<h3>Tables without a mirror</h3>" + _table(
+            ["schema", "table", "why"], [[t["schema_name"], t["table_name"], t["reason"]] for t in skipped],
+            ["schema_name", "table_name", "reason"]))
+    return "".join(out)
+
+
 def write_report(spark, manifest: dict, run_dir: Path, root: DataRoot, success: bool,
                  failures: list[str], results: list[dict]) -> Path:
     """``reports/<date>/index.html``, one ``<source>.html`` per source and ``summary.json``."""
     agg = _aggregates(spark, manifest, Path(run_dir))
+    from .mirror import load_mirror_summary
+
+    mirror_summary = load_mirror_summary(Path(run_dir))
     for s in manifest["sources"]:
         agg[s["name"]]["threshold"] = float(s["quarantine_threshold"])
+        agg[s["name"]]["mirror"] = mirror_summary.get(s["name"], {})
     out_dir = root.reports(manifest["date"])
     out_dir.mkdir(parents=True, exist_ok=True)
     _write(out_dir / "summary.json", json.dumps(

@@ -399,3 +399,16 @@ def test_dblog_mirror_prints_the_path_and_rows(world):
     rc, out = run_cli("mirror", "--source", "wms_informix", "--table", "wms.stock",
                       "--config", str(config), "--data-root", str(root))
     assert rc == 1
+
+
+def test_report_shows_missing_bases_and_tables_without_a_mirror(world):
+    reports = world["root"] / "reports"
+    date = DATES[-1]
+    page = (reports / date / "erp_db2.html").read_text()
+    assert "<h2>Mirrors</h2>" in page and 'data-metric="mirror_missing_base"' in page
+    want = world["nights"]["erp_db2"][-1]["missing"]
+    for tid, n in want.items():
+        name = world["gens"]["erp_db2"].catalog.table(tid).name
+        assert f'<td data-metric="table_name">{name}</td><td data-metric="rows">' in page
+    informix = (reports / date / "wms_informix.html").read_text()
+    assert "Tables without a mirror" in informix and "row images" in informix
