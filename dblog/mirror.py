@@ -56,7 +56,8 @@ log = logging.getLogger("dblog.mirror")
 
 MIRROR, NET_CHANGES, MIRROR_STATS = "mirror", "net_changes", "mirror_stats"
 ROWS_DIR = "_rows"                 # the generic rows of a mirror, beside its typed files
-ROWS_STAGED = "_mirror_rows"       # staging: the generic rows written by the one pass
+ROWS_STAGED = "mirror_rows"        # staging: the generic rows of the tables rewritten tonight
+PREV_STAGED = "mirror_prev"        # staging: their rows at the start of the night (validation)
 MIRROR_SUMMARY = "mirror_summary.json"
 DEFAULT_RETENTION = 7
 ROW_OPS = ("c", "u", "d", "m", "t")
@@ -463,7 +464,7 @@ def mirror_stage(spark, manifest: dict, run_dir: Path) -> dict:
     summary = {s["name"]: {"previous": prevs[s["name"]].__dict__, "tables": [],
                            "without_mirror": [x for x in skipped if x["source"] == s["name"]]}
                for s in manifest["sources"]}
-    for name in (MIRROR, NET_CHANGES, MIRROR_STATS, ROWS_STAGED):
+    for name in (MIRROR, NET_CHANGES, MIRROR_STATS, ROWS_STAGED, PREV_STAGED):
         if (run_dir / name).exists():
             shutil.rmtree(run_dir / name)
     building = {s for s, p in prevs.items() if p.mode in ("first", "chain")}
@@ -513,6 +514,8 @@ def mirror_stage(spark, manifest: dict, run_dir: Path) -> dict:
         rows = rows.persist(StorageLevel.MEMORY_AND_DISK)
         run_concurrently([
             write_parquet(rows, str(run_dir / ROWS_STAGED), ("source", "table_id")),
+            write_parquet(prev.select("source", "table_id", "key", "row"), str(run_dir / PREV_STAGED),
+                          ("source",)),
             write_parquet(net.withColumn("date", F.lit(date)).select(*NET_COLUMNS, "source", "date"),
                           str(run_dir / NET_CHANGES), ("source", "date")),
         ])
@@ -543,9 +546,8 @@ def mirror_stage(spark, manifest: dict, run_dir: Path) -> dict:
             if n or missing_by.get(ident):
                 stats[ident] = {"rows": int(n), "mirror_missing_base": int(missing_by.get(ident, 0))}
         run_concurrently(jobs)
-        for staged, target in moves:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            os.rename(staged, target)
+        for staged, target in moves:      # the generic rows beside the typed files
+            _link_tree(staged, target)
         rows.unpersist()
         prev.unpersist()
     # every source that built its mirror has its net_changes partition, even when empty
@@ -561,8 +563,6 @@ def mirror_stage(spark, manifest: dict, run_dir: Path) -> dict:
                                      "table_name": t["table_name"], **st})
     spark.createDataFrame(stat_rows, STATS_DDL).coalesce(1).write.mode("overwrite") \
         .parquet(str(run_dir / MIRROR_STATS))
-    if (run_dir / ROWS_STAGED).exists():
-        shutil.rmtree(run_dir / ROWS_STAGED)
     (run_dir / MIRROR_SUMMARY).write_text(json.dumps(summary, indent=1))
     return summary
 
