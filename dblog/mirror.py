@@ -677,3 +677,72 @@ def mirror_command(args) -> int:
         print(f"# {message}; first {args.show} rows")
         print(show_rows(folder, args.show))
     return 0
+
+
+# ----------------------------------------------------------------- check datasets (validation)
+
+PREV_DDL = "source STRING, table_id STRING, key STRING, row STRING"
+DDL = {ROWS_STAGED: ROWS_DDL, PREV_STAGED: PREV_DDL, NET_CHANGES: NET_DDL, MIRROR_STATS: STATS_DDL}
+
+
+def read_mirror_staged(spark, run_dir: Path, dataset: str):
+    """A staged mirror dataset with its fixed schema (empty when the night staged none)."""
+    path = Path(run_dir) / dataset
+    if not path.is_dir():
+        return spark.createDataFrame([], DDL[dataset])
+    return spark.read.schema(DDL[dataset]).parquet(str(path))
+
+
+def prepare_mirror(spark, manifest: dict, run_dir: Path):
+    """One row per table rewritten tonight: rows, distinct keys, ``keys_unique``."""
+    from pyspark.sql import functions as F
+
+    rows = read_mirror_staged(spark, run_dir, ROWS_STAGED)
+    return rows.groupBy("source", "table_id").agg(
+        F.count(F.lit(1)).alias("rows"), F.count_distinct("key").alias("keys"),
+        F.sum(F.col("key").isNull().cast("long")).alias("null_keys")) \
+        .select("source", "table_id", "rows", "keys",
+                ((F.col("rows") == F.col("keys")) & (F.col("null_keys") == 0)).alias("keys_unique"))
+
+
+def prepare_net_changes(spark, manifest: dict, run_dir: Path):
+    """Net changes against the mirrors they join: one row per net change (``consistent``:
+    ``before`` is the previous mirror's row, ``after`` the new one's, ``net_op`` follows from
+    which exist, counts and sequence numbers in order), plus one row (``consistent`` false)
+    per key whose row differs between the two mirrors without a net change."""
+    from pyspark.sql import functions as F
+
+    ids = ["source", "table_id", "key"]
+    prev = read_mirror_staged(spark, run_dir, PREV_STAGED).select(*ids, F.col("row").alias("p_row"))
+    cur = read_mirror_staged(spark, run_dir, ROWS_STAGED).select(*ids, F.col("row").alias("c_row"))
+    net = read_mirror_staged(spark, run_dir, NET_CHANGES)
+    both = prev.join(cur, ids, "full")
+    checked = net.join(both, ids, "left").select(
+        *ids, "net_op",
+        F.coalesce(
+            F.col("before").eqNullSafe(F.col("p_row")) & F.col("after").eqNullSafe(F.col("c_row"))
+            & (F.col("net_op") == F.when(F.col("p_row").isNull(), "c")
+               .when(F.col("c_row").isNull(), "d").otherwise("u"))
+            & (F.col("n_changes") >= 1) & (F.col("first_commit_seq") <= F.col("last_commit_seq")),
+            F.lit(False)).alias("consistent"))
+    unexplained = both.filter(~F.col("p_row").eqNullSafe(F.col("c_row"))) \
+        .join(net.select(*ids), ids, "left_anti") \
+        .select(*ids, F.lit(None).cast("string").alias("net_op"), F.lit(False).alias("consistent"))
+    return checked.unionByName(unexplained)
+
+
+def prepare_missing_base(spark, manifest: dict, run_dir: Path):
+    """One row per source: ``mirror_missing_base`` of the night and the source's optional
+    ``mirror_missing_base_limit`` (no limit: always within)."""
+    from pyspark.sql import functions as F
+
+    stats = read_mirror_staged(spark, run_dir, MIRROR_STATS).groupBy("source") \
+        .agg(F.sum("mirror_missing_base").alias("mirror_missing_base"))
+    limits = spark.createDataFrame(
+        [(s["name"], s.get("mirror_missing_base_limit")) for s in manifest["sources"]],
+        "source STRING, mirror_missing_base_limit LONG")
+    total = F.coalesce(F.col("mirror_missing_base"), F.lit(0)).cast("long")
+    return limits.join(stats, "source", "left").select(
+        "source", total.alias("mirror_missing_base"), "mirror_missing_base_limit",
+        (F.col("mirror_missing_base_limit").isNull() | (total <= F.col("mirror_missing_base_limit")))
+        .alias("within_limit"))
