@@ -189,17 +189,39 @@ def _json_string(c):
 
 
 def _float_parts(s):
-    """(digits, decimal point position) of Java's text ``s`` of a finite non-zero float:
-    value = 0.<digits> * 10^decpt, digits without leading or trailing zeros."""
+    """(digits, decimal point position) of the text ``s`` of a finite non-zero float (Java's
+    ``1.0E-5`` or ``%e``'s ``1.000000e-05``): value = 0.<digits> * 10^decpt, digits without
+    leading or trailing zeros."""
     from pyspark.sql import functions as F
 
     body = F.regexp_replace(s, "^-", "")
-    exp = F.coalesce(F.regexp_extract(body, r"E(-?[0-9]+)$", 1).try_cast("int"), F.lit(0))
+    exp = F.coalesce(F.regexp_replace(F.regexp_extract(body, r"[Ee]([+-]?[0-9]+)$", 1), r"^\+", "")
+                     .try_cast("int"), F.lit(0))
     ip = F.regexp_extract(body, r"^([0-9]*)", 1)
     raw = F.concat(ip, F.regexp_extract(body, r"^[0-9]*\.([0-9]*)", 1))
     stripped = F.regexp_replace(raw, "^0+", "")
     digits = F.regexp_replace(stripped, "0+$", "")
     return digits, F.length(ip) + exp - (F.length(raw) - F.length(stripped))
+
+
+def _float4_text(c):
+    """The shortest ``%e`` text that reads back to the same single (1 to 9 significant
+    digits), rounded half to even as Python's ``%e`` (``decoders.codecs.float4_text``) does;
+    Java's ``%e`` rounds half up and its ``Float.toString`` is not always the shortest
+    before Java 19."""
+    from pyspark.sql import functions as F
+
+    d = c.cast("double")
+    texts = [F.format_string(f"%.{k}e", d) for k in range(10)]
+    found = []
+    for k in range(9):
+        t, finer = texts[k], texts[k + 1]
+        tie = finer.rlike(r"5e[+-]") & (finer.try_cast("double") == d)
+        last = F.regexp_extract(t, r"([0-9])e", 1).try_cast("int")
+        even = F.when(tie & (last % 2 == 1), F.regexp_replace(
+            t, r"[0-9]e", F.concat((last - 1).cast("string"), F.lit("e")))).otherwise(t)
+        found.append(F.when(even.try_cast("float") == c, even))
+    return F.coalesce(*found)
 
 
 def _float_layout(c, s, digits, decpt, four: bool):
@@ -216,12 +238,13 @@ def _float_layout(c, s, digits, decpt, four: bool):
                             F.substring(digits, decpt + 1, 1 << 30)))
     e = decpt - 1
     plus = "" if four else "+"
-    expo = F.when(e < 0, F.concat(F.lit("e-"), F.lpad((-e).cast("string"), 2, "0"))) \
-        .otherwise(F.concat(F.lit("e" + plus), F.lpad(e.cast("string"), 2, "0")))
+    expo = F.when(e < 0, F.concat(F.lit("e-"), F.format_string("%02d", -e))) \
+        .otherwise(F.concat(F.lit("e" + plus), F.format_string("%02d", e)))
     sci = F.concat(F.substring(digits, 1, 1),
                    F.when(nd > 1, F.concat(F.lit("."), F.substring(digits, 2, 1 << 30)))
                    .otherwise(F.lit("")), expo)
-    use_sci = (decpt < (-4 if four else -3)) | (decpt > 16)
+    # numpy lays a single out by its value (1e-5 <= |v| < 1e16 positional), repr by the digits
+    use_sci = ((F.abs(c) < 1e-5) | (F.abs(c) >= 1e16)) if four else (decpt < -3) | (decpt > 16)
     zero = F.when(s.startswith("-"), F.lit("-0" if four else "-0.0")).otherwise(F.lit("0" if four else "0.0"))
     return F.when(F.isnan(c), F.lit('"NaN"')) \
         .when(c == float("inf"), F.lit('"Infinity"')) \
@@ -263,7 +286,8 @@ def render_rows(df, columns: list[Column], out: str = "row"):
     from pyspark.sql import functions as F
 
     floats = [(i, c) for i, c in enumerate(columns) if spark_type(c) in ("float", "double")]
-    df = df.withColumns({f"__s{i}": F.col(f"`{c.name}`").cast("string") for i, c in floats}) \
+    df = df.withColumns({f"__s{i}": _float4_text(F.col(f"`{c.name}`")) if spark_type(c) == "float"
+                         else F.col(f"`{c.name}`").cast("string") for i, c in floats}) \
         if floats else df
     parts = {}
     for i, c in floats:

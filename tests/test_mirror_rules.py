@@ -42,7 +42,8 @@ def test_typed_rows_render_like_the_row_renderer(spark):
     rows = [[default_value(c, rng) for c in COLS] for _ in range(300)]
     for i, f in enumerate(_floats()):
         rows[i][4] = f
-        rows[i + 20][3] = Float4(f) if abs(f) < 3e38 or f != f else None
+        # (a REAL -0.0 is typed as 0.0 by the typed tables' cast: not a rendering question)
+        rows[i + 20][3] = Float4(f) if (abs(f) < 3e38 or f != f) and str(f) != "-0.0" else None
     rows[40][5] = 'q"\\\n\t\x01\x0b\x1f é/'
     rows[41][5] = ""
     renderer = RowRenderer(COLS)
