@@ -103,9 +103,11 @@ def main(argv: list[str] | None = None) -> int:
                   f"{root.landing_night(w['source'], w['date'])}")
         return 0
     from .pipeline import describe, run_night, to_json
+    from .progress import Progress, show_progress_with_logs
 
+    progress = show_progress_with_logs(Progress())
     result = run_night(args.date, str(cfg.path), str(root.root), args.sources, args.master,
-                       args.run_id)
+                       args.run_id, progress=progress)
     print(to_json(result) if args.json else describe(result, root))
     return 0 if result.published else 1
 
