@@ -17,6 +17,7 @@ from .config import load_config
 from .decode import decode_stage
 from .lineage import Lineage, observed
 from .metrics import record_seconds
+from .mirror import mirror_stage
 from .order import load_summary, order_stage
 from .paths import DataRoot, new_run_id, safe_run_id
 from .progress import Progress, staged_text
@@ -57,6 +58,7 @@ def order_night(spark, run_dir: Path) -> dict:
     manifest = load_manifest(run_dir)
     summary = order_stage(spark, manifest, run_dir)
     tables_stage(spark, manifest, run_dir)
+    mirror_stage(spark, manifest, run_dir)
     return summary
 
 
