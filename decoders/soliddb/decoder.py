@@ -29,14 +29,23 @@ Decisions:
 from __future__ import annotations
 
 import csv
+from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Callable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from .. import codecs as C
 from ..base import DecodeContext, hexpos
 from ..catalog import Catalog, Table
 from ..errors import BadValue, Corrupt, DecodeError, NeedData, UnknownRecordType, UnknownTable
 from ..events import EventSink
+from ..framing import split_ranges
+from ..layout import as_uint8
+from ..render import render_rows
+from ..vectors import text as vtext
 from . import layout as L
 
 DEFAULT_ENCODING = "utf-8"
@@ -66,8 +75,18 @@ def _double(raw: bytes):
     return C.f8be.unpack(raw)[0]
 
 
+_FLT_MAX = 3.4028234663852886e38
+
+
 def _real(raw: bytes):
-    return C.Float4(_double(raw))
+    value = _double(raw)
+    if value == value and abs(value) != float("inf") and abs(value) > _FLT_MAX:
+        try:                               # values that round to the largest single are fine
+            C.encode_f4(value)
+        except OverflowError:
+            raise BadValue("REAL beyond the range of a 4-byte float", expected="|x| <= 3.4028235e38",
+                           actual=repr(value)) from None
+    return C.Float4(value)
 
 
 _check4 = _fixed(4, "integer")
@@ -219,71 +238,6 @@ def decode_sql(data: bytes) -> str:
     return C.decode_text(data[4:], "utf-8", "SQL text")
 
 
-# ----------------------------------------------------------------- CSV framing
-
-def iter_rows(data: bytes):
-    """(offset, line_no, fields | DecodeError, raw) for each CSV row after the header.
-
-    A quoted field may span lines (RFC 4180): physical lines are joined while the row's
-    quotes are unbalanced. Offsets are of the row's first byte; line numbers are 1-based."""
-    n = len(data)
-    pos = 0
-    line_no = 0
-    first = True
-    while pos < n:
-        start, start_line = pos, line_no + 1
-        end = data.find(b"\n", pos)
-        end = n if end < 0 else end + 1
-        line_no += 1
-        while data.count(b'"', start, end) % 2 and end < n:   # quoted newline: take the next line
-            nxt = data.find(b"\n", end)
-            end = n if nxt < 0 else nxt + 1
-            line_no += 1
-        pos = end
-        raw = data[start:end]
-        complete = raw.endswith(b"\n")
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            yield start, start_line, Corrupt("row is not valid UTF-8", offset=start + exc.start), raw
-            first = False
-            continue
-        body = text.rstrip("\r\n")
-        if not body.strip():
-            continue  # blank line
-        if raw.count(b'"') % 2:
-            yield start, start_line, NeedData("CSV row ends inside a quoted field", offset=start), raw
-            first = False
-            continue
-        if '"' in body:
-            try:
-                fields = next(csv.reader([body], strict=True))
-            except csv.Error as exc:
-                yield start, start_line, Corrupt(f"CSV row cannot be parsed ({exc})", offset=start), raw
-                first = False
-                continue
-        else:
-            fields = body.split(",")
-        if first:
-            first = False
-            if [f.strip().upper() for f in fields] == list(L.HEADER):
-                continue
-            yield start, start_line, Corrupt("missing or bad CSV header", offset=start,
-                                             expected=",".join(L.HEADER), actual=body[:80]), raw
-            continue
-        if len(fields) != len(L.HEADER):
-            truncated = not complete and len(fields) < len(L.HEADER)
-            yield start, start_line, (NeedData if truncated else Corrupt)(
-                "CSV row has the wrong number of fields" + (" (truncated tail)" if truncated else ""),
-                offset=start, expected=len(L.HEADER), actual=len(fields)), raw
-            continue
-        if not complete and fields[-1] and len(fields[-1]) % 2:
-            yield start, start_line, NeedData("last CSV row is cut short (truncated tail)",
-                                              offset=start), raw
-            continue
-        yield start, start_line, fields, raw
-
-
 def _int_field(text: str, name: str) -> int | None:
     if text == "":
         return None
@@ -307,57 +261,365 @@ def _hex_field(text: str, name: str) -> bytes | None:
                       actual=text[:40]) from None
 
 
+# ----------------------------------------------------------------- CSV framing (linear)
+
+MAX_JOIN_LINES = 64            # a quoted field spanning lines: at most this many lines joined
+MAX_JOIN_BYTES = 1 << 20       # ... and this many bytes (SYS_LOG fields are numbers and hex)
+_NL, _QUOTE, _COMMA = 0x0A, 0x22, 0x2C
+_HEADER_UPPER = [h for h in L.HEADER]
+
+
+@dataclass
+class Rows:
+    """The CSV rows of an archive (or range): byte spans, and what framing found."""
+    starts: np.ndarray              # row's first byte (archive-relative)
+    ends: np.ndarray                # one past its last byte (newline included)
+    simple: np.ndarray              # bool: ASCII, no quote, exactly 7 commas, not blank
+    errors: dict                    # row number -> DecodeError found while framing
+    fields: dict                    # row number -> parsed fields of a row that needed csv
+    base: int = 0                   # archive offset of the decoded bytes' first byte
+
+
+def frame_rows(data, base: int = 0, expect_header: bool = True) -> tuple[Rows, int | None]:
+    """Rows of a SYS_LOG CSV, in one linear pass (numpy over newlines and quotes).
+
+    A line with an even number of quotes is a row; a line with an odd number is joined with
+    the lines after it until the quotes balance (RFC 4180: a quoted field may span lines), but
+    only if the joined row parses into the 8 columns, within ``MAX_JOIN_LINES`` lines and
+    ``MAX_JOIN_BYTES`` bytes; otherwise the line alone is a damaged row and the next line is
+    read afresh, so a stray quote costs its own line, never the rest of the file. Blank lines
+    are no rows. The first row must be the header (only the archive's first range has one);
+    returns the rows after it and the header row's number, or None when it is missing (the
+    row is then quarantined)."""
+    buf = as_uint8(data)
+    n = len(buf)
+    nl = np.flatnonzero(buf == _NL)
+    starts = np.concatenate(([0], nl + 1)).astype(np.int64)
+    ends = np.concatenate((nl + 1, [n])).astype(np.int64)
+    keep = starts < ends
+    starts, ends = starts[keep], ends[keep]
+    qpos = np.flatnonzero(buf == _QUOTE)
+    cpos = np.flatnonzero(buf == _COMMA)
+    hpos = np.flatnonzero(buf >= 0x80)
+
+    def per_line(pos, s, e):                 # how many of ``pos`` fall in each [s, e)
+        return np.searchsorted(pos, e) - np.searchsorted(pos, s)
+
+    quotes = per_line(qpos, starts, ends)
+    # blank lines (only white space) are no rows; a line that starts with a visible
+    # character is not blank, the others (rare) are looked at one by one
+    first_byte = buf[np.minimum(starts, max(n - 1, 0))] if n else np.zeros(0, np.uint8)
+    maybe = np.isin(first_byte, (0x20, 0x09, 0x0D, 0x0A, 0x0B, 0x0C))
+    blank = np.zeros(len(starts), dtype=bool)
+    for k in np.flatnonzero(maybe).tolist():
+        blank[k] = not bytes(buf[starts[k]:ends[k]]).strip()
+    errors: dict = {}
+    fields: dict = {}
+    if (quotes % 2).any():
+        starts, ends, blank, errors, fields = _join_quoted(data, starts, ends, quotes, blank, base)
+    keep = ~blank
+    starts, ends = starts[keep], ends[keep]
+    if errors:
+        renum = np.cumsum(keep) - 1
+        errors = {int(renum[k]): v for k, v in errors.items() if keep[k]}
+        fields = {int(renum[k]): v for k, v in fields.items() if keep[k]}
+    simple = ((per_line(qpos, starts, ends) == 0) & (per_line(cpos, starts, ends) == 7)
+              & (per_line(hpos, starts, ends) == 0))
+    rows = Rows(starts + base, ends + base, simple, errors, fields, base)
+    header = None
+    if expect_header and len(starts):
+        raw = bytes(buf[starts[0]:ends[0]])
+        try:
+            text = raw.decode("utf-8").rstrip("\r\n")
+            got = [f.strip().upper() for f in next(csv.reader([text]))] if text else []
+        except (UnicodeDecodeError, csv.Error):
+            got = []
+        header = 0 if got == _HEADER_UPPER else None
+    return rows, header
+
+
+def _join_quoted(data, starts, ends, quotes, blank, base):
+    """Join the lines of quoted fields that span lines (the rare path: a Python loop over the
+    lines, each visited a bounded number of times)."""
+    out_s, out_e, out_b = [], [], []
+    errors, fields = {}, {}
+    i, n_lines, size = 0, len(starts), len(data)
+    odd = quotes % 2
+    while i < n_lines:
+        if not odd[i]:
+            out_s.append(starts[i]); out_e.append(ends[i]); out_b.append(blank[i])
+            i += 1
+            continue
+        j, count = i, int(quotes[i])
+        while count % 2 and j + 1 < n_lines and j - i < MAX_JOIN_LINES \
+                and ends[j + 1] - starts[i] <= MAX_JOIN_BYTES:
+            j += 1
+            count += int(quotes[j])
+        row = len(out_s)
+        if count % 2 == 0:
+            raw = bytes(data[starts[i]:ends[j]])
+            got = _parse_quoted(raw)
+            if got is not None:
+                out_s.append(starts[i]); out_e.append(ends[j]); out_b.append(False)
+                fields[row] = got
+                i = j + 1
+                continue
+        # the line alone is damaged; the next line is read afresh
+        at_end = ends[i] == size and not bytes(data[starts[i]:ends[i]]).endswith(b"\n")
+        errors[row] = (NeedData if at_end else Corrupt)(
+            "CSV row ends inside a quoted field" if at_end
+            else "CSV row has an unbalanced quote (the quoted field never closes into a row)",
+            offset=int(starts[i]) + base)
+        out_s.append(starts[i]); out_e.append(ends[i]); out_b.append(False)
+        i += 1
+    return (np.array(out_s, dtype=np.int64), np.array(out_e, dtype=np.int64),
+            np.array(out_b, dtype=bool), errors, fields)
+
+
+def _parse_quoted(raw: bytes) -> list[str] | None:
+    try:
+        text = raw.decode("utf-8")
+        got = next(csv.reader([text.rstrip("\r\n")], strict=True))
+    except (UnicodeDecodeError, csv.Error, StopIteration):
+        return None
+    return got if len(got) == len(L.HEADER) else None
+
+
+def parse_row(raw: bytes, offset: int, complete: bool, fields: list | None = None):
+    """The fields of one row, or the DecodeError that says why not (the careful path)."""
+    if fields is not None:
+        return fields
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return Corrupt("row is not valid UTF-8", offset=offset + exc.start)
+    body = text.rstrip("\r\n")
+    if '"' in body:
+        try:
+            got = next(csv.reader([body], strict=True))
+        except csv.Error as exc:
+            return Corrupt(f"CSV row cannot be parsed ({exc})", offset=offset)
+    else:
+        got = body.split(",")
+    if len(got) != len(L.HEADER):
+        truncated = not complete and len(got) < len(L.HEADER)
+        return (NeedData if truncated else Corrupt)(
+            "CSV row has the wrong number of fields" + (" (truncated tail)" if truncated else ""),
+            offset=offset, expected=len(L.HEADER), actual=len(got))
+    if not complete and got[-1] and len(got[-1]) % 2:
+        return NeedData("last CSV row is cut short (truncated tail)", offset=offset)
+    return got
+
+
+def split(data, ctx: DecodeContext, target: int) -> list[dict]:
+    """Byte ranges cut at row starts where no transaction of the rows before continues (a
+    before image or DDL waits for the next record of its transaction)."""
+    rows, header = frame_rows(data)
+    if len(rows.starts) < 2:
+        return [{"start": 0, "end": len(data), "index": 0}]
+    first = 0 if header is None else 1
+    trx = np.full(len(rows.starts), -1, dtype=np.int64)
+    cols = _fast_columns(data, rows, np.flatnonzero(rows.simple))
+    if cols is not None:
+        idx, recid, trxid = cols["rows"], cols["RECID"], cols["TRXID"]
+        trx[idx] = np.where(trxid.is_null().to_numpy(zero_copy_only=False), -1,
+                            trxid.fill_null(-1).to_numpy(zero_copy_only=False))
+    # a cut before row i is allowed when every transaction seen before i has ended before i
+    # (no later row of it) and no row before i failed the fast parse (unknown transaction)
+    order = np.arange(len(trx))
+    known = trx >= 0
+    uniq, inverse = np.unique(trx, return_inverse=True)
+    last_of = np.zeros(len(uniq), dtype=np.int64)
+    np.maximum.at(last_of, inverse, order)
+    reach = np.maximum.accumulate(np.where(known, last_of[inverse], order))
+    allowed = np.zeros(len(trx), dtype=bool)
+    allowed[first + 1:] = reach[first:-1] < order[first + 1:]
+    allowed &= known
+    index = np.arange(len(trx), dtype=np.int64) - first   # record_index: rows after the header
+    ranges = split_ranges(rows.starts, len(data), target, allowed, index)
+    out = []
+    for a, b, i in ranges:
+        r = {"start": a, "end": b, "index": i}
+        if a > 0:
+            r["split"] = {"header": False}
+        out.append(r)
+    return out
+
+
+_INT_RE = r"^-?[0-9]{1,18}$"
+_HEX_VALUE = np.full(256, -1, dtype=np.int16)
+for _i, _c in enumerate(b"0123456789abcdef"):
+    _HEX_VALUE[_c] = _i
+for _i, _c in enumerate(b"ABCDEF"):
+    _HEX_VALUE[_c] = 10 + _i
+
+
+def _fast_columns(data, rows: Rows, which: np.ndarray) -> dict | None:
+    """The fields of the simple rows ``which`` as Arrow columns, parsed by ``pyarrow.csv``
+    in one call (numbers, hex as text; ``rows`` = their row numbers)."""
+    if not len(which):
+        return None
+    import pyarrow.csv as pacsv
+
+    buf = as_uint8(data)
+    s = rows.starts[which] - rows.base
+    e = rows.ends[which] - rows.base
+    lengths = e - s
+    offsets = np.zeros(len(s) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    idx = np.repeat(s - offsets[:-1], lengths) + np.arange(offsets[-1])
+    body = buf[idx]
+    # every row must end with a newline for the reader to see it as one row
+    if body[-1] != _NL:
+        body = np.concatenate((body, [_NL])).astype(np.uint8)
+    types = {h: pa.string() for h in L.HEADER}
+    try:
+        table = pacsv.read_csv(pa.py_buffer(body.tobytes()),
+                               read_options=pacsv.ReadOptions(column_names=list(L.HEADER),
+                                                              block_size=1 << 26),
+                               parse_options=pacsv.ParseOptions(quote_char=False,
+                                                                newlines_in_values=False,
+                                                                ignore_empty_lines=False),
+                               convert_options=pacsv.ConvertOptions(
+                                   column_types=types, strings_can_be_null=False,
+                                   quoted_strings_can_be_null=False))
+    except pa.ArrowInvalid:
+        return None
+    if table.num_rows != len(which):
+        return None
+    out = {"rows": which}
+    for name in ("RECID", "TRXID", "RELID", "FLAGS"):
+        text = table.column(name).combine_chunks()
+        text = pc.utf8_trim(text, " \\r")
+        empty = pc.equal(pc.utf8_length(text), 0)
+        ok = pc.or_(pc.match_substring_regex(text, _INT_RE), empty)
+        out[name + "_ok"] = ok.to_numpy(zero_copy_only=False)
+        safe = pc.if_else(pc.and_(ok, pc.invert(empty)), text, pa.scalar("0"))
+        vals = pc.cast(safe, pa.int64())
+        out[name] = pc.if_else(empty, pa.nulls(len(text), pa.int64()), vals)
+    for name in ("LOGADDR", "DATA"):
+        out[name] = pc.utf8_trim(table.column(name).combine_chunks(), "\\r")
+    return out
+
+
 # ----------------------------------------------------------------- records -> events
 
-class _Pending:
-    __slots__ = ("recid", "offset", "index", "relid", "logaddr", "payload", "raw")
+@dataclass
+class _Rec:
+    """A structurally valid record (it takes part in its transaction's pairing)."""
+    row: int
+    offset: int
+    index: int
+    recid: int
+    trx: str
+    relid: int | None
+    flags: int
+    logaddr: str
+    payload: bytes | None
+    raw: bytes
 
-    def __init__(self, recid, offset, index, relid, logaddr, payload, raw):
-        self.recid, self.offset, self.index, self.relid = recid, offset, index, relid
-        self.logaddr, self.payload, self.raw = logaddr, payload, raw
 
+class _Archive:
+    """One archive (or range): frame, parse the simple rows in bulk, decode row images per
+    table in batches, pair per transaction with array neighbours; the rows and transactions
+    that need it go through the careful per-record path (``_StateMachine``), whose rules are
+    the module docstring's."""
 
-def decode(data: bytes, ctx: DecodeContext, sink: EventSink) -> None:
-    catalog: Catalog = ctx.catalog
-    codecs: dict[str, RowCodec] = {}
-    pending: dict[str, _Pending] = {}   # TRXID -> before image or DDL waiting for its partner
+    def __init__(self, data, ctx: DecodeContext, sink: EventSink) -> None:
+        self.data, self.ctx, self.sink = data, ctx, sink
+        self.base = ctx.offset
+        self.catalog: Catalog = ctx.catalog
+        self.codecs: dict[str, RowCodec | None] = {}
 
-    def table_of(relid: int | None, offset: int) -> tuple[Table, RowCodec]:
+    def run(self) -> None:
+        data = self.data
+        expect_header = not (self.ctx.split and self.ctx.split.get("header") is False)
+        rows, header = frame_rows(data, self.base, expect_header)
+        n = len(rows.starts)
+        first = 0
+        if expect_header and n:
+            first = 1
+            if header is None:
+                first = 0
+                self._quarantine(rows, 0, self.ctx.index, Corrupt(
+                    "missing or bad CSV header", offset=int(rows.starts[0]),
+                    expected=",".join(L.HEADER),
+                    actual=self._raw(rows, 0).decode("utf-8", "replace").rstrip("\r\n")[:80]))
+                careful = list(range(1, n))
+                self.index0 = self.ctx.index
+                self._finish(rows, careful, None)
+                return
+        self.index0 = self.ctx.index - first           # record_index of row r
+        simple = rows.simple.copy()
+        simple[:first] = False
+        for r in rows.errors:
+            simple[r] = False
+        fast = np.flatnonzero(simple)
+        cols = _fast_columns(data, rows, fast) if len(fast) else None
+        if cols is None:
+            fast = fast[:0]
+        careful = sorted(set(range(first, n)) - set(fast.tolist()))
+        self._finish(rows, careful, cols)
+
+    # ---------------------------------------------------------------- helpers
+    def _raw(self, rows: Rows, r: int) -> bytes:
+        return bytes(self.data[rows.starts[r] - self.base:rows.ends[r] - self.base])
+
+    def _quarantine(self, rows: Rows, r: int, index: int, err: DecodeError, **fields) -> None:
+        at = int(rows.starts[r])
+        self.sink.quarantine(err.located(offset=at, record_index=index), at, index,
+                             self._raw(rows, r), **fields)
+
+    def codec(self, relid) -> RowCodec | None:
         tid = "" if relid is None else str(relid)
-        codec = codecs.get(tid)
-        if codec is None:
-            table = catalog.table(tid)
-            if table is None:
-                raise UnknownTable("RELID not in the catalog", offset=offset, path="RELID",
-                                   expected="a catalog table id", actual=tid or "NULL")
-            codec = codecs[tid] = RowCodec(table)
-        return codec.table, codec
+        if tid not in self.codecs:
+            table = self.catalog.table(tid)
+            self.codecs[tid] = RowCodec(table) if table is not None else None
+        return self.codecs[tid]
 
-    def flush(trx: str) -> None:
-        """Emit what waits for a partner that did not come."""
-        p = pending.pop(trx, None)
-        if p is None:
-            return
-        if p.recid == L.DDL:
-            logrecid, info = p.payload
-            _emit_ddl(sink, catalog, trx, p, None, f"{L.DDL_OPS.get(logrecid, f'DDL {logrecid}')} {info}")
-        else:
-            sink.quarantine(Corrupt("UPDATE_BEFOREIMAGE not followed by its UPDATE",
-                                    offset=p.offset, path="RECID 5"),
-                            p.offset, p.index, p.raw, trx_id=trx, position=p.logaddr)
+    # ---------------------------------------------------------------- the whole flow
+    def _finish(self, rows: Rows, careful: list[int], cols: dict | None) -> None:
+        size = len(self.data)
+        complete_end = self.data[-1:] == b"\n" if size else True
+        fast = self._fast_structure(rows, cols) if cols is not None else None
+        if fast is not None and fast["rest"]:
+            careful = sorted(set(careful) | set(fast["rest"]))
+        machine_recs: list[_Rec] = []
+        for r in careful:
+            rec = self._structure(rows, r, complete_end)
+            if rec is not None:
+                machine_recs.append(rec)
+        careful_trx = {rec.trx for rec in machine_recs}
+        if fast is not None:
+            careful_trx |= self._decode_fast(fast)
+            take = np.array([t not in careful_trx for t in fast["trx_list"]], dtype=bool) \
+                if careful_trx else np.ones(len(fast["row"]), dtype=bool)
+            if not take.all():
+                for k in np.flatnonzero(~take).tolist():
+                    machine_recs.append(self._rec_of(fast, k, rows))
+            self._emit_fast(fast, take)
+        machine_recs.sort(key=lambda rec: rec.row)
+        _StateMachine(self).run(machine_recs)
 
-    index = -1
-    for offset, line_no, fields, raw in iter_rows(data):
-        index += 1
+    def _structure(self, rows: Rows, r: int, complete_end: bool) -> _Rec | None:
+        """The careful parse of one row: a terminal row (skip, quarantine) or a record."""
+        index = self.index0 + r
+        offset = int(rows.starts[r])
+        raw = self._raw(rows, r)
+        if r in rows.errors:
+            self._quarantine(rows, r, index, rows.errors[r])
+            return None
+        complete = raw.endswith(b"\n")
+        fields = parse_row(raw, offset, complete, rows.fields.get(r))
         if isinstance(fields, DecodeError):
-            sink.quarantine(fields.located(offset=offset, record_index=index), offset, index, raw)
-            continue
+            self.sink.quarantine(fields.located(offset=offset, record_index=index), offset, index, raw)
+            return None
         try:
             recid = _int_field(fields[0], "RECID")
             flags = _int_field(fields[5], "FLAGS") or 0
             if recid == L.EMPTY:
-                sink.add("skip", offset, index, rule="soliddb_empty_padding")
-                continue
+                self.sink.add("skip", offset, index, rule="soliddb_empty_padding")
+                return None
             trxid = _int_field(fields[2], "TRXID")
             relid = _int_field(fields[4], "RELID")
             logaddr_b = _hex_field(fields[6], "LOGADDR")
@@ -366,8 +628,8 @@ def decode(data: bytes, ctx: DecodeContext, sink: EventSink) -> None:
                               actual=None if logaddr_b is None else len(logaddr_b))
             payload = _hex_field(fields[7], "DATA")
         except DecodeError as exc:
-            sink.quarantine(exc.located(offset=offset, record_index=index), offset, index, raw)
-            continue
+            self.sink.quarantine(exc.located(offset=offset, record_index=index), offset, index, raw)
+            return None
         logaddr = hexpos(logaddr_b, L.LOGADDR_HEX)
         trx = None if trxid is None else str(trxid)
         try:
@@ -377,72 +639,498 @@ def decode(data: bytes, ctx: DecodeContext, sink: EventSink) -> None:
             if trx is None:
                 raise Corrupt("record without TRXID", path="TRXID", expected="a transaction id",
                               actual="NULL")
-            waiting = pending.get(trx)
-            if waiting is not None:
-                partner = (waiting.recid == L.UPDATE_BEFOREIMAGE and recid == L.UPDATE
-                           and waiting.relid == relid) or \
-                          (waiting.recid == L.DDL and recid == L.SQL)
-                if not partner:
-                    flush(trx)
-                    waiting = None
-            if recid == L.TRX_START:
-                sink.add("begin", offset, index, trx_id=trx, position=logaddr,
-                         flag="capture_off" if flags & L.FLAG_CAPTURE_OFF else None)
-            elif recid == L.COMMIT:
-                sink.add("commit", offset, index, trx_id=trx, position=logaddr, trx_end="commit",
-                         commit_position=logaddr)
-            elif recid in (L.INSERT, L.DELETE_FULL, L.UPDATE, L.UPDATE_BEFOREIMAGE):
-                table, codec = table_of(relid, offset)
-                if payload is None:
-                    raise Corrupt("row record without DATA", path="DATA", expected="hex bytes",
-                                  actual="NULL")
-                image = codec.decode(payload)
-                if recid == L.UPDATE_BEFOREIMAGE:
-                    pending[trx] = _Pending(recid, offset, index, relid, logaddr, image, raw)
+        except DecodeError as exc:
+            self.sink.quarantine(exc.located(offset=offset, record_index=index), offset, index, raw,
+                                 trx_id=trx, position=logaddr)
+            return None
+        return _Rec(r, offset, index, recid, trx, relid, flags, logaddr, payload, raw)
+
+    # ---------------------------------------------------------------- the fast path
+    def _fast_structure(self, rows: Rows, cols: dict) -> dict | None:
+        """The fast rows' structure as arrays; rows that are not plain go careful."""
+        r = cols["rows"]
+        n = len(r)
+        recid = cols["RECID"].fill_null(-1).to_numpy(zero_copy_only=False)
+        rec_null = cols["RECID"].is_null().to_numpy(zero_copy_only=False)
+        flags = cols["FLAGS"].fill_null(0).to_numpy(zero_copy_only=False)
+        early_ok = cols["RECID_ok"] & cols["FLAGS_ok"]
+        skip = early_ok & ~rec_null & (recid == L.EMPTY)
+        if skip.any():
+            self.sink.add_columns("skip", rows.starts[r[skip]], self.index0 + r[skip], 1,
+                                  rule="soliddb_empty_padding")
+        logaddr = cols["LOGADDR"]
+        data_text = cols["DATA"]
+        log_ok = pc.and_(pc.equal(pc.utf8_length(logaddr), L.LOGADDR_HEX),
+                         pc.match_substring_regex(logaddr, "^[0-9A-Fa-f]*$")).to_numpy(
+            zero_copy_only=False)
+        dlen = pc.utf8_length(data_text).to_numpy(zero_copy_only=False)
+        data_ok = (dlen % 2 == 0) & pc.match_substring_regex(
+            data_text, "^[0-9A-Fa-f]*$").to_numpy(zero_copy_only=False)
+        trx_null = cols["TRXID"].is_null().to_numpy(zero_copy_only=False)
+        known_recid = np.isin(recid, list(L.RECNAMES)) & ~rec_null
+        plain = (early_ok & ~skip & cols["TRXID_ok"] & cols["RELID_ok"] & log_ok & data_ok
+                 & known_recid & ~trx_null)
+        rest = ~skip & ~plain
+        rest_rows = r[rest].tolist()
+        keep = np.flatnonzero(plain)
+        if not len(keep):
+            return {"row": np.zeros(0, np.int64), "trx_list": [], "rest": rest_rows}
+        take = pa.array(keep)
+        trx = pc.cast(cols["TRXID"].take(take), pa.string())
+        relid = cols["RELID"].take(take)
+        # DATA hex -> bytes, all rows at once (empty hex: no DATA)
+        dtext = data_text.take(take)
+        has_data = pc.greater(pc.utf8_length(dtext), 0).to_numpy(zero_copy_only=False)
+        hex_off = np.frombuffer(dtext.buffers()[1], dtype=np.int32, count=len(keep) + 1,
+                                offset=dtext.offset * 4).astype(np.int64)
+        hex_raw = np.frombuffer(dtext.buffers()[2], dtype=np.uint8)[hex_off[0]:hex_off[-1]] \
+            if dtext.buffers()[2] is not None else np.zeros(0, np.uint8)
+        nib = _HEX_VALUE[hex_raw].astype(np.uint8)
+        payload = (nib[0::2] << 4) | nib[1::2]
+        pay_off = (hex_off - hex_off[0]) // 2
+        return {
+            "row": r[keep], "offset": rows.starts[r[keep]], "index": self.index0 + r[keep],
+            "recid": recid[keep], "flags": flags[keep], "trx": trx,
+            "trx_list": trx.to_pylist(), "relid": relid,
+            "logaddr": pc.utf8_upper(logaddr.take(take)), "has_data": has_data,
+            "payload": payload, "pay_off": pay_off, "rest": rest_rows,
+        }
+
+    def _rec_of(self, fast: dict, k: int, rows: Rows) -> _Rec:
+        a, b = fast["pay_off"][k], fast["pay_off"][k + 1]
+        r = int(fast["row"][k])
+        relid = fast["relid"][k].as_py()
+        return _Rec(r, int(fast["offset"][k]), int(fast["index"][k]), int(fast["recid"][k]),
+                    fast["trx_list"][k], relid, int(fast["flags"][k]),
+                    fast["logaddr"][k].as_py(),
+                    fast["payload"][a:b].tobytes() if fast["has_data"][k] else None,
+                    self._raw(rows, r))
+
+    def _decode_fast(self, fast: dict) -> set:
+        """Row images per table in batches; returns the transactions that need the careful
+        path (a record of theirs failed somewhere)."""
+        bad_trx: set = set()
+        n = len(fast["row"])
+        fast["img"] = {}
+        if not n:
+            return bad_trx
+        recid = fast["recid"]
+        is_row = np.isin(recid, (L.INSERT, L.UPDATE, L.DELETE_FULL, L.UPDATE_BEFOREIMAGE))
+        ok = np.ones(n, dtype=bool)
+        relid = fast["relid"].fill_null(-1).to_numpy(zero_copy_only=False)
+        rel_null = fast["relid"].is_null().to_numpy(zero_copy_only=False)
+        ok &= ~(is_row & ~fast["has_data"])
+        row_idx = np.flatnonzero(is_row & ok)
+        for rid in np.unique(relid[row_idx]).tolist():
+            members = row_idx[(relid[row_idx] == rid) & ~rel_null[row_idx]] if rid != -1 \
+                else row_idx[rel_null[row_idx] | (relid[row_idx] == -1)]
+            codec = self.codec(None if rid == -1 and rel_null[members].all() else rid)
+            if codec is None:
+                ok[members] = False
+                continue
+            good, image = _table_images(codec, fast["payload"], fast["pay_off"], members)
+            ok[members[~good]] = False
+            fast["img"][rid] = (codec, members[good], image)
+        # DDL and SQL records: rare, decoded one by one
+        ddl = {}
+        for k in np.flatnonzero(np.isin(recid, (L.DDL, L.SQL))).tolist():
+            if not fast["has_data"][k]:
+                ok[k] = False
+                continue
+            raw = fast["payload"][fast["pay_off"][k]:fast["pay_off"][k + 1]].tobytes()
+            try:
+                ddl[k] = decode_ddl(raw) if recid[k] == L.DDL else decode_sql(raw)
+            except DecodeError:
+                ok[k] = False
+        fast["ddl"] = ddl
+        fast["ok"] = ok
+        for k in np.flatnonzero(~ok).tolist():
+            bad_trx.add(fast["trx_list"][k])
+        return bad_trx
+
+    def _emit_fast(self, fast: dict, take: np.ndarray) -> None:
+        """Pairing with array neighbours within each transaction, then the rows in bulk."""
+        n = len(fast["row"])
+        if not n or not take.any():
+            return
+        sink = self.sink
+        sel = np.flatnonzero(take)
+        trx_codes = pc.dictionary_encode(fast["trx"]).indices.to_numpy(zero_copy_only=False)
+        recid, row = fast["recid"], fast["row"]
+        order = sel[np.lexsort((row[sel], trx_codes[sel]))]
+        nxt = np.full(n, -1, dtype=np.int64)
+        same = trx_codes[order[1:]] == trx_codes[order[:-1]]
+        nxt[order[:-1][same]] = order[1:][same]
+        relid = fast["relid"].fill_null(-1).to_numpy(zero_copy_only=False)
+        has_next = nxt >= 0
+        nx = np.where(has_next, nxt, 0)
+        bi = recid == L.UPDATE_BEFOREIMAGE
+        paired_bi = take & bi & has_next & (recid[nx] == L.UPDATE) & (relid[nx] == relid)
+        consumed = np.zeros(n, dtype=bool)
+        consumed[nx[paired_bi]] = True
+        ddl_rec = take & (recid == L.DDL)
+        paired_ddl = ddl_rec & has_next & (recid[nx] == L.SQL)
+        consumed[nx[paired_ddl]] = True
+        trx, logaddr = fast["trx"], fast["logaddr"]
+        offsets, index = fast["offset"], fast["index"]
+
+        def cols(mask):
+            m = pa.array(mask)
+            return m, np.flatnonzero(mask)
+
+        # begin / commit
+        for rec, kind in ((L.TRX_START, "begin"), (L.COMMIT, "commit")):
+            mask = take & (recid == rec)
+            if not mask.any():
+                continue
+            m, idx = cols(mask)
+            pos = logaddr.filter(m)
+            extra = {}
+            if kind == "begin":
+                off = (fast["flags"][idx] & L.FLAG_CAPTURE_OFF) != 0
+                extra["flag"] = pa.array(np.where(off, "capture_off", None).tolist(), pa.string())
+            else:
+                extra.update(trx_end="commit", commit_position=pos)
+            sink.add_columns(kind, offsets[idx], index[idx], 1, trx_id=trx.filter(m),
+                             position=pos, **extra)
+        # row changes, per table
+        for rid, (codec, members, image) in fast.get("img", {}).items():
+            table = codec.table
+            ranks = np.full(n, -1, dtype=np.int64)
+            ranks[members] = np.arange(len(members))
+            for rec, op in ((L.INSERT, "c"), (L.DELETE_FULL, "d"), (L.UPDATE, "u")):
+                mask = np.zeros(n, dtype=bool)
+                mask[members] = True
+                mask &= take & (recid == rec) & ~consumed
+                if not mask.any():
                     continue
-                before = after = None
-                first_offset, first_index, n, position = offset, index, 1, logaddr
-                if recid == L.INSERT:
-                    op, after = "c", image
-                elif recid == L.DELETE_FULL:
-                    op, before = "d", image
+                m, idx = cols(mask)
+                img = image.take(pa.array(ranks[idx]))
+                before = img if op == "d" else None
+                after = None if op == "d" else img
+                pos = logaddr.filter(m)
+                sink.add_columns("change", offsets[idx], index[idx], 1, trx_id=trx.filter(m),
+                                 position=pos, trx_order=pos, op=op, table_id=table.id,
+                                 schema_name=table.schema, table_name=table.name,
+                                 before=before, after=after)
+        # before image + update pairs (the update's table decides; same RELID by rule)
+        if paired_bi.any():
+            idx = np.flatnonzero(paired_bi)
+            upd = nx[idx]
+            before = self._images_at(fast, idx, n)
+            after = self._images_at(fast, upd, n)
+            for rid in np.unique(relid[idx]).tolist():
+                sub = relid[idx] == rid
+                table = fast["img"][rid][0].table
+                i, u = idx[sub], upd[sub]
+                pos = logaddr.take(pa.array(i))
+                sink.add_columns("change", offsets[i], index[i], 2, trx_id=trx.take(pa.array(i)),
+                                 position=pos, trx_order=pos, op="u", table_id=table.id,
+                                 schema_name=table.schema, table_name=table.name,
+                                 before=before.filter(pa.array(sub)), after=after.filter(pa.array(sub)))
+        # a before image whose next record of the transaction is not its update
+        for k in np.flatnonzero(take & bi & ~paired_bi).tolist():
+            sink.quarantine(Corrupt("UPDATE_BEFOREIMAGE not followed by its UPDATE",
+                                    offset=int(offsets[k]), path="RECID 5"),
+                            int(offsets[k]), int(index[k]), self._raw_row(fast, k),
+                            trx_id=fast["trx_list"][k], position=logaddr[k].as_py())
+        # DDL / SQL (rare): one at a time
+        for k in np.flatnonzero(take & ((recid == L.DDL) | ((recid == L.SQL) & ~consumed))).tolist():
+            rec = _Rec(int(row[k]), int(offsets[k]), int(index[k]), int(recid[k]),
+                       fast["trx_list"][k], fast["relid"][k].as_py(), 0, logaddr[k].as_py(),
+                       None, b"")
+            if recid[k] == L.DDL:
+                if paired_ddl[k]:
+                    j = int(nx[k])
+                    _emit_ddl(sink, self.catalog, rec.trx, rec, (int(offsets[j]), int(index[j])),
+                              fast["ddl"][j])
                 else:
-                    op, after = "u", image
-                    if waiting is not None:
-                        pending.pop(trx)
-                        before = waiting.payload
-                        first_offset, first_index, n, position = \
-                            waiting.offset, waiting.index, 2, waiting.logaddr
-                sink.add("change", first_offset, first_index, n, trx_id=trx, position=position,
-                         trx_order=position, op=op, table_id=table.id, schema_name=table.schema,
-                         table_name=table.name, before=before, after=after)
-            elif recid == L.DDL:
-                if payload is None:
-                    raise Corrupt("DDL record without DATA", path="DATA", actual="NULL")
-                pending[trx] = _Pending(recid, offset, index, relid, logaddr, decode_ddl(payload), raw)
-            elif recid == L.SQL:
-                if payload is None:
-                    raise Corrupt("SQL record without DATA", path="DATA", actual="NULL")
-                sql = decode_sql(payload)
+                    logrecid, info = fast["ddl"][k]
+                    _emit_ddl(sink, self.catalog, rec.trx, rec, None,
+                              f"{L.DDL_OPS.get(logrecid, f'DDL {logrecid}')} {info}")
+            else:
+                _emit_ddl(sink, self.catalog, rec.trx, rec, None, fast["ddl"][k])
+
+    def _images_at(self, fast: dict, idx: np.ndarray, n: int) -> pa.Array:
+        """The decoded images of records ``idx`` (all of one or more tables)."""
+        out = [None] * len(idx)
+        where = {int(k): j for j, k in enumerate(idx.tolist())}
+        pieces = []
+        for rid, (codec, members, image) in fast["img"].items():
+            hit = np.isin(members, idx)
+            if hit.any():
+                pieces.append((members[hit], image.filter(pa.array(hit))))
+        for members, image in pieces:
+            for m, v in zip(members.tolist(), image.to_pylist()):
+                out[where[m]] = v
+        return pa.array(out, pa.string())
+
+    def _raw_row(self, fast: dict, k: int) -> bytes:
+        a = int(fast["offset"][k]) - self.base
+        end = self.data.find(b"\n", a)
+        return bytes(self.data[a:len(self.data) if end < 0 else end + 1])
+
+
+def _table_images(codec: RowCodec, payload: np.ndarray, pay_off: np.ndarray,
+                  members: np.ndarray) -> tuple[np.ndarray, pa.Array]:
+    """(ok mask, JSON images of the ok members) of one table's DATA values, decoded column
+    by column for all rows at once (the layout of ``RowCodec.decode``)."""
+    n = len(members)
+    start = pay_off[members].astype(np.int64)
+    end = pay_off[members + 1].astype(np.int64)
+    pos = start.copy()
+    ok = np.ones(n, dtype=bool)
+    size = len(payload)
+    padded = np.concatenate((payload, np.zeros(16, np.uint8)))
+    arrays = []
+    enc = codec.table.encoding or DEFAULT_ENCODING
+
+    def be(at, width, signed=True):
+        at = np.where(ok, at, 0)
+        raw = padded[np.minimum(at, size)[:, None] + np.arange(width)]
+        dt = {4: ">i4", 8: ">i8", 2: ">u2"}[width] if signed else {4: ">u4", 2: ">u2"}[width]
+        return np.ascontiguousarray(raw).view(dt).reshape(len(at)).astype(dt.replace(">", "="))
+
+    for col in codec.table.columns:
+        t = col.type
+        ok &= pos + 4 <= end
+        length = be(pos, 4).astype(np.int64)
+        pos = pos + 4
+        null = ok & (length == L.NULL_LEN)
+        if not col.nullable:
+            ok &= ~null
+        blob = ok & (length == L.BLOB_LEN)
+        if t != "BLOB":
+            ok &= ~blob
+        ok &= (length >= 0) | null | blob
+        vlen = np.where(null, 0, np.where(blob, 8, length))
+        ok &= pos + vlen <= end
+        vpos = np.where(ok, pos, 0)
+        pos = pos + np.where(ok, vlen, 0)
+        value_ok = ok & ~null
+        if t in ("TINYINT", "SMALLINT", "INTEGER"):
+            ok &= null | (length == 4)
+            arr = pa.array(be(vpos, 4).astype(np.int64), mask=~(ok & ~null))
+        elif t == "BIGINT":
+            ok &= null | (length == 8)
+            arr = pa.array(be(vpos, 8), mask=~(ok & ~null))
+        elif t in ("REAL", "FLOAT", "DOUBLE"):
+            ok &= null | (length == 8)
+            v = be(vpos, 8).view(np.float64)
+            if t == "REAL":
+                with np.errstate(invalid="ignore", over="ignore"):
+                    too_big = np.isfinite(v) & (np.abs(v.astype(np.float32)) == np.inf)
+                ok &= null | ~too_big
+            arr = pa.array(v, mask=~(ok & ~null))
+        elif t in ("DATE", "TIME", "TIMESTAMP"):
+            ok &= null | (length == L.DATETIME_LEN)
+            at = np.where(ok & ~null, vpos, 0)
+            raw = padded[np.minimum(at, size)[:, None] + np.arange(L.DATETIME_LEN)]
+            when, good = _datetimes(raw, t)
+            ok &= null | good
+            mask = ~(ok & ~null)
+            if t == "DATE":
+                arr = pa.array(when.astype("datetime64[D]"), pa.date32(), mask=mask)
+            elif t == "TIME":
+                us = (when - when.astype("datetime64[D]")).astype("timedelta64[us]").astype(np.int64)
+                arr = pa.array(us, pa.time64("us"), mask=mask)
+            else:
+                arr = pa.array(when, pa.timestamp("us"), mask=mask)
+        elif t == "DECIMAL":
+            text, bad = vtext(payload, np.where(value_ok, vpos, 0), np.where(value_ok, vlen, 0),
+                              "ascii")
+            ok &= null | ~bad
+            arr, good = _decimals(text, col.scale or 0)
+            ok &= null | good
+            arr = pc.if_else(pa.array(ok & ~null), arr, pa.nulls(n, arr.type))
+        elif t in ("CHAR", "VARCHAR", "CLOB"):
+            text, bad = vtext(payload, np.where(value_ok, vpos, 0), np.where(value_ok, vlen, 0), enc)
+            ok &= null | ~bad
+            arr = pc.if_else(pa.array(ok & ~null), text, pa.nulls(n, pa.string()))
+        elif t == "BLOB":
+            if (blob & ok).any() and ((~blob & ~null & ok).any()):
+                ok &= ~(~blob & ~null)       # a mix of ids and bytes: the careful path renders it
+            if (blob & ok).any():
+                arr = pa.array(be(vpos, 8), mask=~(ok & blob))
+            else:
+                arr = _binary_column(payload, vpos, vlen, ok & ~null)
+        else:                                 # BINARY, VARBINARY
+            arr = _binary_column(payload, vpos, vlen, ok & ~null)
+        arrays.append(arr)
+    ok &= pos == end
+    good = pa.array(ok)
+    image = render_rows(codec.table.columns, [a.filter(good) for a in arrays], n=int(ok.sum()))
+    return ok, image
+
+
+def _binary_column(payload: np.ndarray, pos: np.ndarray, length: np.ndarray, valid: np.ndarray) -> pa.Array:
+    lens = np.where(valid, length, 0).astype(np.int64)
+    offsets = np.zeros(len(lens) + 1, dtype=np.int64)
+    np.cumsum(lens, out=offsets[1:])
+    idx = np.repeat(np.where(valid, pos, 0) - offsets[:-1], lens) + np.arange(offsets[-1])
+    body = payload[idx] if len(idx) else np.zeros(0, np.uint8)
+    validity = pa.array(valid).buffers()[1]
+    return pa.BinaryArray.from_buffers(pa.binary(), len(lens),
+                                       [validity, pa.py_buffer(offsets.astype(np.int32)),
+                                        pa.py_buffer(body.tobytes())],
+                                       null_count=int((~valid).sum()))
+
+
+def _datetimes(raw: np.ndarray, kind: str) -> tuple[np.ndarray, np.ndarray]:
+    """The 11-byte DATE/TIME/TIMESTAMP values (year u2, month .. second u1, fraction u4 ns)
+    as datetime64[us] and the rows ``codecs.make_*`` would accept."""
+    year = (raw[:, 0].astype(np.int64) << 8) | raw[:, 1]
+    month, day, hour, minute, second = (raw[:, k].astype(np.int64) for k in range(2, 7))
+    frac = ((raw[:, 7].astype(np.int64) << 24) | (raw[:, 8].astype(np.int64) << 16)
+            | (raw[:, 9].astype(np.int64) << 8) | raw[:, 10])
+    good = (frac <= 999_999_999) & (hour < 24) & (minute < 60) & (second < 60)
+    if kind == "TIME":
+        y, mo, d = np.full_like(year, 1970), np.ones_like(month), np.ones_like(day)
+    else:
+        y, mo, d = year, month, day
+        good &= (y >= 1) & (y <= 9999) & (mo >= 1) & (mo <= 12) & (d >= 1)
+    y_, mo_, d_ = np.where(good, y, 1970), np.where(good, mo, 1), np.where(good, d, 1)
+    month_start = ((y_ - 1970) * 12 + (mo_ - 1)).astype("datetime64[M]")
+    days_in = ((month_start + 1).astype("datetime64[D]") - month_start.astype("datetime64[D]")
+               ).astype(np.int64)
+    good &= d_ <= days_in
+    if kind == "DATE":
+        h, mi, se, us = 0, 0, 0, 0
+    else:
+        h, mi, se, us = hour, minute, second, frac // 1000
+    date = month_start.astype("datetime64[D]") + (d_ - 1).astype("timedelta64[D]")
+    when = (date.astype("datetime64[us]") + (np.where(good, h, 0) * 3_600_000_000
+            + np.where(good, mi, 0) * 60_000_000 + np.where(good, se, 0) * 1_000_000
+            + np.where(good, us, 0)).astype("timedelta64[us]"))
+    return when, good
+
+
+def _decimals(text: pa.Array, scale: int) -> tuple[pa.Array, np.ndarray]:
+    """DECIMAL strings with at most ``scale`` decimals and 30 digits, as decimal128(38, scale);
+    anything else (exponents, more decimals to round, blanks) goes the careful way."""
+    pattern = r"^-?[0-9]{1,30}$" if scale == 0 else r"^-?[0-9]{1,30}(\.[0-9]{0,%d})?$" % scale
+    good = pc.match_substring_regex(text, pattern).fill_null(False).to_numpy(zero_copy_only=False)
+    safe = pc.if_else(pa.array(good), text, pa.scalar("0"))
+    safe = pc.replace_substring_regex(safe, r"\.$", "")
+    return pc.cast(safe, pa.decimal128(38, scale)), good
+
+
+class _StateMachine:
+    """The careful path: the records of the transactions that need it, in file order, with
+    the pairing rules of the module docstring, one record at a time."""
+
+    def __init__(self, archive: _Archive) -> None:
+        self.a = archive
+        self.pending: dict[str, _Pending] = {}
+
+    def run(self, recs: list[_Rec]) -> None:
+        sink = self.a.sink
+        for rec in recs:
+            trx, offset, index = rec.trx, rec.offset, rec.index
+            try:
+                self.step(rec)
+            except DecodeError as exc:
+                sink.quarantine(exc.located(offset=offset, record_index=index), offset, index,
+                                rec.raw, trx_id=trx, position=rec.logaddr)
+        for trx in list(self.pending):
+            self.flush(trx)
+
+    def flush(self, trx: str) -> None:
+        p = self.pending.pop(trx, None)
+        if p is None:
+            return
+        sink = self.a.sink
+        if p.recid == L.DDL:
+            logrecid, info = p.payload
+            _emit_ddl(sink, self.a.catalog, trx, p, None,
+                      f"{L.DDL_OPS.get(logrecid, f'DDL {logrecid}')} {info}")
+        else:
+            sink.quarantine(Corrupt("UPDATE_BEFOREIMAGE not followed by its UPDATE",
+                                    offset=p.offset, path="RECID 5"),
+                            p.offset, p.index, p.raw, trx_id=trx, position=p.logaddr)
+
+    def step(self, rec: _Rec) -> None:
+        sink, pending = self.a.sink, self.pending
+        trx, recid, relid, payload = rec.trx, rec.recid, rec.relid, rec.payload
+        offset, index, logaddr = rec.offset, rec.index, rec.logaddr
+        waiting = pending.get(trx)
+        if waiting is not None:
+            partner = (waiting.recid == L.UPDATE_BEFOREIMAGE and recid == L.UPDATE
+                       and waiting.relid == relid) or (waiting.recid == L.DDL and recid == L.SQL)
+            if not partner:
+                self.flush(trx)
+                waiting = None
+        if recid == L.TRX_START:
+            sink.add("begin", offset, index, trx_id=trx, position=logaddr,
+                     flag="capture_off" if rec.flags & L.FLAG_CAPTURE_OFF else None)
+        elif recid == L.COMMIT:
+            sink.add("commit", offset, index, trx_id=trx, position=logaddr, trx_end="commit",
+                     commit_position=logaddr)
+        elif recid in (L.INSERT, L.DELETE_FULL, L.UPDATE, L.UPDATE_BEFOREIMAGE):
+            codec = self.a.codec(relid)
+            if codec is None:
+                tid = "" if relid is None else str(relid)
+                raise UnknownTable("RELID not in the catalog", offset=offset, path="RELID",
+                                   expected="a catalog table id", actual=tid or "NULL")
+            table = codec.table
+            if payload is None:
+                raise Corrupt("row record without DATA", path="DATA", expected="hex bytes",
+                              actual="NULL")
+            image = codec.decode(payload)
+            if recid == L.UPDATE_BEFOREIMAGE:
+                pending[trx] = _Pending(recid, offset, index, relid, logaddr, image, rec.raw)
+                return
+            before = after = None
+            first_offset, first_index, n, position = offset, index, 1, logaddr
+            if recid == L.INSERT:
+                op, after = "c", image
+            elif recid == L.DELETE_FULL:
+                op, before = "d", image
+            else:
+                op, after = "u", image
                 if waiting is not None:
                     pending.pop(trx)
-                    _emit_ddl(sink, catalog, trx, waiting, (offset, index), sql)
-                else:
-                    p = _Pending(recid, offset, index, relid, logaddr, None, raw)
-                    _emit_ddl(sink, catalog, trx, p, None, sql)
-        except DecodeError as exc:
-            sink.quarantine(exc.located(offset=offset, record_index=index), offset, index, raw,
-                            trx_id=trx, position=logaddr)
-    for trx in list(pending):
-        flush(trx)
-    return None
+                    before = waiting.payload
+                    first_offset, first_index, n, position = \
+                        waiting.offset, waiting.index, 2, waiting.logaddr
+            sink.add("change", first_offset, first_index, n, trx_id=trx, position=position,
+                     trx_order=position, op=op, table_id=table.id, schema_name=table.schema,
+                     table_name=table.name, before=before, after=after)
+        elif recid == L.DDL:
+            if payload is None:
+                raise Corrupt("DDL record without DATA", path="DATA", actual="NULL")
+            pending[trx] = _Pending(recid, offset, index, relid, logaddr, decode_ddl(payload), rec.raw)
+        elif recid == L.SQL:
+            if payload is None:
+                raise Corrupt("SQL record without DATA", path="DATA", actual="NULL")
+            sql = decode_sql(payload)
+            if waiting is not None:
+                pending.pop(trx)
+                _emit_ddl(sink, self.a.catalog, trx, waiting, (offset, index), sql)
+            else:
+                _emit_ddl(sink, self.a.catalog, trx, _Pending(recid, offset, index, relid, logaddr,
+                                                               None, rec.raw), None, sql)
 
 
-def _emit_ddl(sink: EventSink, catalog: Catalog, trx: str, first: _Pending,
-              second: tuple[int, int] | None, text: str) -> None:
+class _Pending:
+    __slots__ = ("recid", "offset", "index", "relid", "logaddr", "payload", "raw")
+
+    def __init__(self, recid, offset, index, relid, logaddr, payload, raw):
+        self.recid, self.offset, self.index, self.relid = recid, offset, index, relid
+        self.logaddr, self.payload, self.raw = logaddr, payload, raw
+
+
+def _emit_ddl(sink: EventSink, catalog: Catalog, trx: str, first, second: tuple[int, int] | None,
+              text: str) -> None:
     tid = None if first.relid is None else str(first.relid)
     table = catalog.table(tid) if tid is not None else None
     sink.add("change", first.offset, first.index, 2 if second else 1, trx_id=trx,
              position=first.logaddr, trx_order=first.logaddr, op="ddl", table_id=tid,
              schema_name=table.schema if table else None,
              table_name=table.name if table else None, ddl=text)
+
+
+def decode(data: bytes, ctx: DecodeContext, sink: EventSink) -> None:
+    """Decode one archive (or a range of it) into ``sink``."""
+    _Archive(data, ctx, sink).run()
+    return None
