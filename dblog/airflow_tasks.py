@@ -167,7 +167,8 @@ def job_path(name: str) -> str:
 
 
 def spark_env() -> dict[str, str]:
-    """Environment of the spark-submit processes: the venv's Python on both sides."""
+    """Environment of the spark-submit processes: the venv's Python on both sides.
+    Called when a Spark task runs (never when the DAG is parsed)."""
     import sys
 
     python = os.environ.get("PYSPARK_PYTHON") or sys.executable
@@ -181,8 +182,9 @@ def spark_env() -> dict[str, str]:
 
 # ----------------------------------------------------------------- publish
 
-def publish_source(plan_out: dict, source: str) -> dict:
-    """Publish one source of a validated run; refuse (no retry) when validation failed."""
+def publish_run(plan_out: dict) -> dict:
+    """Publish the run, all its sources and datasets in one atomic step; refuse (no retry)
+    when validation failed or the publish is refused (e.g. a rerun that would renumber)."""
     from airflow.sdk.exceptions import AirflowFailException
 
     from .pipeline import load_validation, publish_night
@@ -198,19 +200,19 @@ def publish_source(plan_out: dict, source: str) -> dict:
             f"validation failed for {plan_out['date']}, nothing published:\n  "
             + "\n  ".join(verdict["failures"]) + f"\nreport: {report}")
     try:
-        version = publish_night(run_dir, [source])
+        version = publish_night(run_dir)
     except PublishError as exc:
         raise AirflowFailException(str(exc)) from exc
     root = Path(plan_out["data_root"])
-    out = {"source": source, "date": plan_out["date"], "snapshot": Path(version).name,
-           "published": str(root / "published")}
-    log.info("published %s %s as snapshot %s", source, plan_out["date"], version)
+    out = {"sources": list(plan_out["sources"]), "date": plan_out["date"],
+           "snapshot": Path(version).name, "published": str(root / "published")}
+    log.info("published %s for %s as version %s", ", ".join(out["sources"]), plan_out["date"], version)
     return out
 
 
 def asset_extra(published: dict, dataset: str) -> dict:
-    return {"source": published["source"], "date": published["date"],
-            "snapshot": published["snapshot"],
+    return {"source": ",".join(published["sources"]), "sources": published["sources"],
+            "date": published["date"], "snapshot": published["snapshot"],
             "path": f"{published['published']}/{dataset}"}
 
 
