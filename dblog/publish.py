@@ -414,8 +414,8 @@ def _log_paths(root: DataRoot, base: int, upto: int) -> set[str] | None:
     out: set[str] = set()
     for n in range(base + 1, upto + 1):
         doc = _read_json(root.versions / "log" / f"{n:08d}.json")
-        if doc is None or doc.get("seq") != n:
-            return None
+        if doc is None or doc.get("seq") != n or doc.get("full"):
+            return None                              # gone, or a version rebuilt whole
         out.update(doc["paths"])
     return out
 
@@ -529,7 +529,7 @@ def publish(root: DataRoot, manifest: dict, run_dir: Path, summary: dict,
         logdir.mkdir(exist_ok=True)
         tmp = logdir / f".{seq:08d}.{uuid.uuid4().hex[:6]}"
         tmp.write_text(json.dumps({"seq": seq, "run_id": manifest["run_id"], "date": date,
-                                   "paths": sorted(plan.paths | {PUBLISHED_MARKER})}))
+                                   "full": legacy, "paths": sorted(plan.paths | {PUBLISHED_MARKER})}))
         with open(tmp) as fh:
             os.fsync(fh.fileno())
         os.replace(tmp, logdir / f"{seq:08d}.json")
@@ -572,11 +572,11 @@ def _tidy(root: DataRoot, version: Path, seq: int, legacy: bool, previous: Path 
             old = root.root / name
             if old.is_dir() and not old.is_symlink():
                 os.rename(old, attic / name)
-        for p in root.versions.iterdir():
-            if p.is_dir() and p.name.startswith("v") and not VERSION_RE.match(p.name) \
-                    and (previous is None or p.resolve() != previous):
-                shutil.rmtree(p, ignore_errors=True)
         shutil.rmtree(attic, ignore_errors=True)
+    for p in root.versions.iterdir():     # snapshots of the earlier layout, once not the previous
+        if p.is_dir() and p.name.startswith("v") and not VERSION_RE.match(p.name) \
+                and (not legacy or previous is None or p.resolve() != previous):
+            shutil.rmtree(p, ignore_errors=True)
 
 
 def _index_legacy_state(w: _Writer) -> None:

@@ -261,3 +261,36 @@ def test_readers_find_every_dataset_by_path(tmp_path, template):
             got = duckdb.sql(f"select count(*) from read_parquet('{table}/**/*.parquet', "
                              f"hive_partitioning=true)").fetchone()
             assert got == (40,)
+
+
+def test_a_data_root_of_the_earlier_layout_moves_under_published(tmp_path, template):
+    """Earlier layout: published -> .published/<timestamp snapshot>/ with changes/...;
+    quarantine/, audit/ and state/ at the top. The first publish takes all of it in."""
+    root = tmp_path / "data"
+    old = root / ".published" / "v20261101T000000000000_abcdef"
+    d1, d2 = B.night_date(1), B.night_date(2)
+    for rel in (f"changes/source=src_a/date={d1}", f"tables/src_a/BENCH.T0000/date={d1}",
+                f"audit/source=src_a/date={d1}"):
+        base = old if not rel.startswith("audit") else root
+        (base / rel).mkdir(parents=True)
+        (base / rel / "part-old.parquet").write_bytes(template.read_bytes())
+    (old / "_PUBLISHED.json").write_text("{}")
+    (root / "state" / "src_a" / d1 / "held").mkdir(parents=True)
+    (root / "state" / "src_a" / d1 / "seq.json").write_text(json.dumps({"last_commit_seq": 100}))
+    (root / "published").symlink_to(os.path.relpath(old, root))
+    r = DataRoot(root)
+    run = B.stage_night(root, 2, 1, template, sources=("src_a",))
+    publish(root, run)
+    files = published_files(root)
+    assert f"changes/source=src_a/date={d1}/part-old.parquet" in files
+    assert f"audit/source=src_a/date={d1}/part-old.parquet" in files
+    assert f"tables/src_a/BENCH.T0000/date={d2}/part-00000-{run.name}.c000.snappy.parquet" in files
+    assert not (root / "audit").exists() and not (root / "state").exists()
+    assert previous_state(r, "src_a", d2) == r.state("src_a") / d1
+    assert previous_state(r, "src_a", B.night_date(3)) == r.state("src_a") / d2
+    assert old.is_dir()                # readers that resolved it keep it until the next publish
+    # and the next publishes go on from there
+    publish(root, B.stage_night(root, 3, 1, template, sources=("src_a",)))
+    assert f"changes/source=src_a/date={d1}/part-old.parquet" in published_files(root)
+    assert not old.exists()
+    check_ring(root)
