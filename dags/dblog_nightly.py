@@ -164,11 +164,11 @@ with DAG(
         return at.merge_manifest(plan_out)
 
     decode = DblogSparkSubmitOperator(task_id="decode", application=at.job_path("decode"),
-                                 name="dblog-decode", **spark_args)
+                                      name="dblog-decode", **spark_args)
     order = DblogSparkSubmitOperator(task_id="order", application=at.job_path("order"),
-                                name="dblog-order", **spark_args)
+                                     name="dblog-order", **spark_args)
     validate = DblogSparkSubmitOperator(task_id="validate", application=at.job_path("validate"),
-                                   name="dblog-validate", **spark_args)
+                                        name="dblog-validate", **spark_args)
 
     @task(pool=at.PUBLISH_POOL, outlets=list(PUBLISHED.values()),
           execution_timeout=timedelta(minutes=30))
