@@ -46,7 +46,7 @@ def test_dags_test_runs_a_whole_night(tmp_path):
     assert text.count("Spark-Submit cmd: spark-submit --master local[2]") == 3
     for source in sources:
         check_night(data, source, DATE)
-        assert (data / "state" / source / DATE / "seq.json").is_file()
+        assert (data / "published" / "state" / source / DATE / "seq.json").is_file()
     report = data / "reports" / DATE / "index.html"
     assert report.is_file()
     assert f"Data-quality report for {DATE} (VALID): {report}" in text
