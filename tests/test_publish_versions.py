@@ -66,11 +66,13 @@ class Model:
 
     def files(self) -> dict[str, str]:
         out = {}
+        retained = {ds.name for ds in D.published() if ds.retention is not None}
         for (s, d), parts in self.nights.items():
             for rel, files in parts.items():
-                if rel.startswith(RETAINED.name + "/") and self.retention is not None:
+                name = rel.split("/", 1)[0]
+                if name in retained and self.retention is not None:
                     with_it = sorted(dd for (ss, dd), pp in self.nights.items() if ss == s
-                                     and any(r.startswith(RETAINED.name + "/") for r in pp))
+                                     and any(r.startswith(name + "/") for r in pp))
                     if d not in with_it[-self.retention:]:
                         continue
                 for f, digest in files.items():
