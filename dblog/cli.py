@@ -4,7 +4,8 @@
     dblog synth --date YYYY-MM-DD [--days N] [--transactions N] [--source NAME ...]
 
 ``run`` exits 0 when it published, 1 when validation failed (nothing published),
-2 on bad usage (including a malformed configuration or catalog).
+2 on bad usage (including a malformed configuration or catalog), 3 when the run itself
+failed (e.g. out of memory; nothing published; the message names the stage and the run).
 """
 
 from __future__ import annotations
@@ -85,10 +86,17 @@ def main(argv: list[str] | None = None) -> int:
                   f"{w['expected_changes']} changes to publish -> "
                   f"{root.landing_night(w['source'], w['date'])}")
         return 0
-    from .pipeline import describe, run_night, to_json
+    from .pipeline import RunFailed, describe, run_night, to_json
 
-    result = run_night(args.date, str(cfg.path), str(root.root), args.sources, args.master,
-                       args.run_id)
+    try:
+        result = run_night(args.date, str(cfg.path), str(root.root), args.sources, args.master,
+                           args.run_id)
+    except RunFailed as exc:
+        print(f"dblog: {exc}", file=sys.stderr)
+        return 3
+    except ConfigError as exc:
+        print(f"dblog: configuration error: {exc}", file=sys.stderr)
+        return 2
     print(to_json(result) if args.json else describe(result, root))
     return 0 if result.published else 1
 
