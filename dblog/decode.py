@@ -61,7 +61,7 @@ def decode_unit(unit: dict) -> Iterator[pa.RecordBatch]:
         try:
             data = read_bytes(archive["path"])
         except OSError as exc:
-            sink.add("quarantine", 0, 0, 1, error_class="unreadable",
+            sink.add("quarantine", 0, 0, 1, error_class="unreadable", n_bytes=archive["size"],
                      message=f"{archive['file']}: cannot read archive: {exc}")
             yield from sink.batches()
             continue
@@ -70,14 +70,14 @@ def decode_unit(unit: dict) -> Iterator[pa.RecordBatch]:
         except Exception as exc:  # a decoder bug must not stop the night: quarantine the archive
             sink = EventSink(unit["name"], unit["format"], archive["file"])
             tb = traceback.format_exception_only(type(exc), exc)[-1].strip()
-            sink.add("quarantine", 0, 0, 1, error_class="decoder_error",
+            sink.add("quarantine", 0, 0, 1, error_class="decoder_error", n_bytes=len(data),
                      message=f"{archive['file']}: decoder failed, whole archive quarantined: {tb}",
                      raw_hex=data[:256].hex())
         yield from sink.batches()
     if unit.get("emit_carry"):
         sink = EventSink(unit["name"], unit["format"],
                          unit["archives"][-1]["file"] if unit["archives"] else "")
-        sink.add("carry", -1, -1, 0, message=json.dumps(carry) if carry is not None else None)
+        sink.add("carry", -1, -1, 0, n_bytes=0, message=json.dumps(carry) if carry is not None else None)
         yield from sink.batches()
 
 

@@ -2,20 +2,49 @@
 
 from __future__ import annotations
 
+import codecs
 import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import FORMATS, get as _format
 from .errors import ConfigError
 
 TYPES = {
     "SMALLINT", "INTEGER", "BIGINT", "TINYINT", "DECIMAL", "REAL", "DOUBLE", "FLOAT", "CHAR",
     "VARCHAR", "BINARY", "VARBINARY", "DATE", "TIME", "TIMESTAMP", "BLOB", "CLOB",
 }
+MAX_INT_FIELD = 2**31 - 1          # lengths, precisions, scales: what a 4-byte length can say
 NEEDS_LENGTH = {"CHAR", "VARCHAR", "BINARY", "VARBINARY"}
-FORMATS = ("soliddb", "db2luw", "informix", "rdb", "lldf")
+# decoded by every code page check: each single byte, and runs of letters and blanks
+_CODEC_PROBES = (bytes(range(256)), b"ABC  ", b"\xc1\xc2\xc3\x40\x40", b" " * 64)
+
+
+def codec_problem(name: object) -> str | None:
+    """Why ``name`` cannot be the code page of character data (None when it can).
+
+    A code page must name a text codec (``codecs.lookup``) that turns any bytes into text:
+    decoding must never raise with ``errors="replace"``. That refuses unknown names, the
+    bytes-to-bytes codecs (``hex``, ``zlib``) and the special-purpose text codecs that fail
+    on ordinary bytes (``idna``, ``punycode``, ``undefined``), which would otherwise pass the
+    configuration and crash every archive."""
+    if not isinstance(name, str) or not name:
+        return f"expected a code page name, got {name!r}"
+    try:
+        info = codecs.lookup(name)
+    except (LookupError, ValueError, TypeError):
+        return f"unknown encoding {name!r}"
+    if not getattr(info, "_is_text_encoding", True):
+        return f"{name!r} is not a text encoding (it turns bytes into bytes)"
+    for probe in _CODEC_PROBES:
+        try:
+            probe.decode(name, "replace")
+        except Exception as exc:  # noqa: BLE001 - any failure disqualifies the codec
+            return (f"{name!r} is not a character set: it cannot decode arbitrary bytes "
+                    f"({type(exc).__name__}: {exc})")
+    return None
 
 
 @dataclass(frozen=True)
@@ -89,6 +118,8 @@ class Catalog:
         except json.JSONDecodeError as exc:
             raise ConfigError(origin, f"line {exc.lineno} column {exc.colno}",
                               f"not valid JSON ({exc.msg})") from exc
+        except RecursionError:
+            raise ConfigError(origin, "(file)", "not a catalog: JSON nested too deep to read") from None
         return parse_catalog(doc, origin)
 
 
@@ -109,8 +140,9 @@ def _opt_int(obj: dict, key: str, file: str, where: str) -> int | None:
     if key not in obj or obj[key] is None:
         return None
     value = obj[key]
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise ConfigError(file, f"{where}.{key}", f"expected a non-negative integer, got {value!r}")
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_INT_FIELD:
+        raise ConfigError(file, f"{where}.{key}",
+                          f"expected an integer from 0 to {MAX_INT_FIELD}, got {value!r}")
     return value
 
 
@@ -134,13 +166,9 @@ def parse_catalog(doc: Any, file: str) -> Catalog:
         name = _need(tdoc, "name", str, file, where)
         encoding = tdoc.get("encoding")
         if encoding is not None:
-            if not isinstance(encoding, str):
-                raise ConfigError(file, f"{where}.encoding", f"expected a string, got {encoding!r}")
-            try:
-                "".encode(encoding)
-            except LookupError:
-                raise ConfigError(file, f"{where}.encoding",
-                                  f"unknown encoding {encoding!r}") from None
+            problem = codec_problem(encoding)
+            if problem:
+                raise ConfigError(file, f"{where}.encoding", problem)
         cols_doc = _need(tdoc, "columns", list, file, where)
         if not cols_doc:
             raise ConfigError(file, f"{where}.columns", "expected at least one column")
@@ -173,9 +201,11 @@ def parse_catalog(doc: Any, file: str) -> Catalog:
                 if scale > precision:
                     raise ConfigError(file, f"{cwhere}.scale",
                                       f"scale {scale} exceeds precision {precision}")
-            if ctype == "FLOAT" and fmt == "lldf" and length not in (4, 8):
-                raise ConfigError(file, f"{cwhere}.length", "lldf FLOAT needs length 4 or 8")
-            columns.append(Column(cname, ctype, nullable, length, precision, scale))
+            column = Column(cname, ctype, nullable, length, precision, scale)
+            problem = _format(fmt).check_column(column)
+            if problem:
+                raise ConfigError(file, f"{cwhere}.length" if ctype == "FLOAT" else cwhere, problem)
+            columns.append(column)
         key = tdoc.get("key", [])
         if not isinstance(key, list) or not all(isinstance(k, str) for k in key):
             raise ConfigError(file, f"{where}.key", f"expected a list of column names, got {key!r}")
@@ -186,13 +216,26 @@ def parse_catalog(doc: Any, file: str) -> Catalog:
     return Catalog(source, fmt, tuple(tables))
 
 
-def load_catalog(path: str | Path) -> Catalog:
-    path = Path(path)
+def read_text_file(path: Path) -> str:
+    """A configuration file's text (UTF-8); ``ConfigError`` naming the place of a bad byte."""
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except OSError as exc:
         raise ConfigError(str(path), "(file)", f"cannot read: {exc.strerror or exc}") from exc
-    return Catalog.loads(text, str(path))
+    except ValueError as exc:   # e.g. an embedded NUL in the path
+        raise ConfigError(str(path), "(file)", f"cannot read: {exc}") from exc
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise ConfigError(str(path), f"line {line} column {col}",
+                          f"not UTF-8: byte 0x{data[exc.start]:02X} at offset {exc.start}") from None
 
 
-SOURCE_NAME = re.compile(r"^[a-z0-9_]+$")
+def load_catalog(path: str | Path) -> Catalog:
+    path = Path(path)
+    return Catalog.loads(read_text_file(path), str(path))
+
+
+SOURCE_NAME = re.compile(r"[a-z0-9_]+")

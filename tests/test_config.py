@@ -111,3 +111,123 @@ def _exit(argv):
     with pytest.raises(SystemExit) as e:
         main(argv)
     return e.value.code
+
+
+# ----------------------------------------------------------------- hostile files (issue 15)
+
+@pytest.mark.parametrize("body, key, words", [
+    ('sources:\n  - {name: "pos_solid\\n", format: soliddb, catalog: cat.json}', "sources[0].name",
+     "[a-z0-9_]+"),
+    ("sources:\n  - {name: a, format: soliddb, catalog: cat.json, unknown_tables: drop}",
+     "sources[0].unknown_tables", "quarantine, fail"),
+    ("sources:\n  - {name: a, format: soliddb, catalog: cat.json, unknown_tables: [fail]}",
+     "sources[0].unknown_tables", "quarantine, fail"),
+    ("sources:\n  - {name: a, format: soliddb, catalog: cat.json, quarantine_threshold: .nan}",
+     "sources[0].quarantine_threshold", "between 0 and 1"),
+    ("sources:\n  - {name: a, format: soliddb, catalog: cat.json, quarantine_threshold: {bytes: -1}}",
+     "sources[0].quarantine_threshold.bytes", "between 0 and 1"),
+    ("sources:\n  - {name: a, format: soliddb, catalog: cat.json, quarantine_threshold: {rows: 1}}",
+     "sources[0].quarantine_threshold.rows", "unknown key"),
+    ("sources:\n  - {name: a, format: soliddb, catalog: cat.json, quarantine_threshold: '0.1'}",
+     "sources[0].quarantine_threshold", "between 0 and 1"),
+    ("sources:\n  - {name: a, format: soliddb, catalog: cat.json, 7: x}", "sources[0].7", "unknown key"),
+    ("sources:\n  - {name: a, format: [soliddb], catalog: cat.json}", "sources[0].format", "one of"),
+    ("sources:\n  - {name: a, format: soliddb, catalog: cat.json, timezone: 5}",
+     "sources[0].timezone", "time zone"),
+    ("sources:\n  - {name: a, format: soliddb, catalog: cat.json, timezone: ../../etc/passwd}",
+     "sources[0].timezone", "unknown time zone"),
+    ("sources:\n  - {name: a, format: soliddb, catalog: \"c\\0.json\"}", "sources[0].catalog", "a path"),
+    ("sources: " + "[" * 100_000 + "]" * 100_000, "(file)", "nested too deep"),
+] + [
+    (f"sources:\n  - {{name: a, format: db2luw, catalog: cat.json, options: {{codepage: {c}}}}}",
+     "sources[0].options.codepage", words)
+    for c, words in (("idna", "not a character set"), ("punycode", "not a character set"),
+                     ("undefined", "not a character set"), ("hex", "not a text encoding"),
+                     ("klingon", "unknown encoding"), ("'utf-8\\0'", "encoding"))
+])
+def test_hostile_config_says_where(tmp_path, body, key, words):
+    test_malformed_config_says_where(tmp_path, body, key, words)
+
+
+def test_threshold_for_records_and_bytes_and_unknown_tables_default(tmp_path):
+    cfg = load_config(write(tmp_path, "sources:\n"
+                            "  - {name: a, format: soliddb, catalog: cat.json}\n"
+                            "  - {name: b, format: soliddb, catalog: cat.json, unknown_tables: fail,\n"
+                            "     quarantine_threshold: {records: 0.1, bytes: 0.25}}\n"
+                            "  - {name: c, format: soliddb, catalog: cat.json, quarantine_threshold: 0}\n"))
+    a, b, c = cfg.sources
+    assert (a.quarantine_threshold, a.quarantine_threshold_bytes, a.unknown_tables) == (0.05, 0.05, "quarantine")
+    assert (b.quarantine_threshold, b.quarantine_threshold_bytes, b.unknown_tables) == (0.1, 0.25, "fail")
+    assert (c.quarantine_threshold, c.quarantine_threshold_bytes) == (0.0, 0.0)
+    assert b.to_json()["quarantine_threshold_bytes"] == 0.25 and b.to_json()["unknown_tables"] == "fail"
+
+
+def test_config_not_utf8_says_line_and_byte(tmp_path):
+    p = write(tmp_path, "")
+    p.write_bytes(b"sources:\n  - {name: a, format: soliddb,\n    catalog: c\xffat.json}\n")
+    with pytest.raises(ConfigError) as e:
+        load_config(p)
+    assert (e.value.file, e.value.key) == (str(p), "line 3 column 15")
+    assert "not UTF-8" in e.value.problem and "0xFF" in e.value.problem
+
+
+def test_catalog_not_utf8_or_nested_too_deep(tmp_path):
+    p = tmp_path / "c.json"
+    p.write_bytes(json.dumps(good_catalog()).encode().replace(b'"S"', b'"\xc3\x28"'))
+    with pytest.raises(ConfigError) as e:
+        load_catalog(p)
+    assert e.value.key.startswith("line 1 column") and "not UTF-8" in e.value.problem
+    p.write_text('{"source": "x", "format": "soliddb", "tables": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    with pytest.raises(ConfigError) as e:
+        load_catalog(p)
+    assert e.value.key == "(file)" and "nested too deep" in e.value.problem
+
+
+@pytest.mark.parametrize("encoding, words", [("idna", "not a character set"),
+                                             ("punycode", "not a character set"),
+                                             ("undefined", "not a character set"),
+                                             ("zlib", "not a text encoding"), (7, "code page name")])
+def test_catalog_encoding_must_be_a_character_set(tmp_path, encoding, words):
+    doc = good_catalog()
+    doc["tables"][0]["encoding"] = encoding
+    p = tmp_path / "c.json"
+    p.write_text(json.dumps(doc))
+    with pytest.raises(ConfigError) as e:
+        load_catalog(p)
+    assert e.value.key == "tables[0].encoding" and words in e.value.problem
+
+
+def test_catalog_length_bounded(tmp_path):
+    doc = good_catalog()
+    doc["tables"][0]["columns"].append({"name": "C", "type": "CHAR", "length": 10**30})
+    p = tmp_path / "c.json"
+    p.write_text(json.dumps(doc))
+    with pytest.raises(ConfigError) as e:
+        load_catalog(p)
+    assert e.value.key == "tables[0].columns[2].length" and "from 0 to" in e.value.problem
+
+
+@pytest.mark.parametrize("what", ["config_bytes", "catalog_bytes", "catalog_deep", "codec", "name"])
+def test_cli_exits_2_without_traceback(tmp_path, capsys, what):
+    cat = tmp_path / "cat.json"
+    cat.write_text((REPO / "include/catalogs/pos_solid.json").read_text())
+    body = "sources:\n  - {name: pos_solid, format: soliddb, catalog: cat.json}\n"
+    p = tmp_path / "sources.yaml"
+    p.write_text(body)
+    if what == "config_bytes":
+        p.write_bytes(body.encode() + b"# \xfe\n")
+    elif what == "catalog_bytes":
+        cat.write_bytes(cat.read_bytes().replace(b'"ERP"', b'"\xe9RP"', 1))
+        assert b"\xe9" in cat.read_bytes()
+    elif what == "catalog_deep":
+        cat.write_text("[" * 100_000)
+    elif what == "codec":
+        p.write_text(body.replace("soliddb", "db2luw") + "    options: {codepage: idna}\n")
+        cat.write_text(cat.read_text().replace('"soliddb"', '"db2luw"'))
+    elif what == "name":
+        p.write_text(body.replace("pos_solid", '"pos_solid\\n"'))
+    rc = main(["run", "--date", "2026-11-01", "--config", str(p), "--data-root", str(tmp_path / "d")])
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    assert "configuration error" in err and "Traceback" not in err
+    assert not (tmp_path / "d").exists()
