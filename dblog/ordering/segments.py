@@ -90,7 +90,9 @@ def _decode_groups(catalogs: dict[str, dict], options: dict[str, tuple]):
                                       raw_hex=data[:256].hex())
                 else:
                     result["kind"] = None
-                result["n_records"] = 0
+                result["n_records"] = 0          # the pieces account for the records read
+                if "n_bytes" in result:
+                    result["n_bytes"] = 0        # ... and for the bytes
                 for name in GROUP_COLUMNS:
                     out[name].append(result.get(name))
             yield pa.RecordBatch.from_arrays(
