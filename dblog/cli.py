@@ -87,10 +87,12 @@ def main(argv: list[str] | None = None) -> int:
                   f"{root.landing_night(w['source'], w['date'])}")
         return 0
     from .pipeline import RunFailed, describe, run_night, to_json
+    from .progress import Progress, show_progress_with_logs
 
+    progress = show_progress_with_logs(Progress())
     try:
         result = run_night(args.date, str(cfg.path), str(root.root), args.sources, args.master,
-                           args.run_id)
+                           args.run_id, progress=progress)
     except RunFailed as exc:
         print(f"dblog: {exc}", file=sys.stderr)
         return 3

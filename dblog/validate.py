@@ -42,6 +42,11 @@ class ValidationResult:
     report: str | None
     failures: list[str] = field(default_factory=list)
     results: list[dict] = field(default_factory=list)
+    checks: list = field(default_factory=list)      # dblog.checks.CheckResult of the night
+
+    @property
+    def warnings(self) -> list[str]:
+        return [c.message for c in self.checks if c.flagged and not c.failed]
 
 
 # ----------------------------------------------------------------- check datasets
@@ -313,17 +318,29 @@ def validate_stage(spark, manifest: dict, run_dir: Path, root: DataRoot) -> Vali
     docs = report_dir / "data_docs"
     if docs.exists():
         shutil.rmtree(docs)
+    from .checks import finish_night, history_stage
+
+    night = history_stage(spark, manifest, run_dir, root)   # metrics/ and the history checks
+    th = time.monotonic()
     result = run_checkpoint(checks, docs, run_dir / "gx", manifest["run_id"])
     success, failures, rows = summarize(result, spark, checks)
+    success = success and not night.failures
+    failures = failures + night.failures
     t2 = time.monotonic()
-    timings = {"checks_s": round(t1 - t0, 2), "checkpoint_s": round(t2 - t1, 2)}
+    timings = {"checks_s": round(t1 - t0, 2), "history_s": round(th - t1, 2),
+               "checkpoint_s": round(t2 - th, 2)}
+    finish_night(run_dir, manifest, night, t2 - t0)
     (run_dir / "validation.json").write_text(json.dumps(
-        {"success": success, "failures": failures, "results": rows, "timings": timings}, indent=1))
+        {"success": success, "failures": failures, "results": rows, "timings": timings,
+         "checks": [r.to_json() for r in night.results], "warnings": night.warnings}, indent=1))
     from .report import write_report
 
-    report = write_report(spark, manifest, run_dir, root, success, failures, rows)
+    report = write_report(spark, manifest, run_dir, root, success, failures, rows,
+                          checks=night.results, metrics=night.metrics)
     timings["report_s"] = round(time.monotonic() - t2, 2)
-    log.info("validation %s: check datasets %.1fs, checkpoint %.1fs, report %.1fs",
-             "passed" if success else "FAILED", timings["checks_s"], timings["checkpoint_s"],
-             timings["report_s"])
-    return ValidationResult(success, str(report), failures, rows)
+    log.info("validation %s: check datasets %.1fs, metrics and history checks %.1fs, "
+             "checkpoint %.1fs, report %.1fs", "passed" if success else "FAILED",
+             timings["checks_s"], timings["history_s"], timings["checkpoint_s"], timings["report_s"])
+    for w in night.warnings:
+        log.warning("%s", w)
+    return ValidationResult(success, str(report), failures, rows, night.results)
