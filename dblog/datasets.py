@@ -57,3 +57,6 @@ QUARANTINE = register(Dataset("quarantine", NIGHT, "records that could not be de
 AUDIT = register(Dataset("audit", NIGHT, "per archive: records and bytes read and their buckets"))
 METRICS = register(Dataset("metrics", NIGHT, "per night, source and table: what the night measured "
                                              "(dblog/metrics.py), and the history checks' verdicts"))
+MIRROR = register(Dataset("mirror", TABLE, "each keyed table as of the night (SPEC section 5, "
+                                          "Change products)", retention="mirror_retention"))
+NET_CHANGES = register(Dataset("net_changes", NIGHT, "one row per (table, key) changed that night"))

@@ -19,6 +19,7 @@ from .config import load_config
 from .decode import decode_stage
 from .lineage import Lineage, observed
 from .metrics import record_seconds
+from .mirror import mirror_stage
 from .ordering import load_summary, order_stage
 from .paths import DataRoot, new_run_id, safe_run_id
 from .progress import Progress, staged_text
@@ -99,6 +100,7 @@ def order_night(spark, run_dir: Path) -> dict:
     manifest = load_manifest(run_dir)
     summary = order_stage(spark, manifest, run_dir)
     tables_stage(spark, manifest, run_dir)
+    mirror_stage(spark, manifest, run_dir)
     return summary
 
 

@@ -662,6 +662,32 @@ def _write(path: Path, text: str) -> None:
     tmp.replace(path)
 
 
+@register_section
+def mirror_section(name: str, a: dict) -> str:
+    """Mirrors of the source (dblog/mirror.py's summary): rows and ``mirror_missing_base`` per
+    table, and the tables that get no mirror with the reason."""
+    m = a.get("mirror") or {}
+    if not m:
+        return ""
+    prev = m.get("previous") or {}
+    how = {"first": "first night: from the initial snapshots (or empty)",
+           "chain": f"continued from {prev.get('date')}",
+           "gone": f"the mirror of {prev.get('date')} is past mirror_retention: this night's "
+                   "mirror and net changes stay as published before"}.get(prev.get("mode"), "")
+    out = [f"<h2>Mirrors</h2><p>{html.escape(how)}</p>"]
+    tables = m.get("tables") or []
+    out.append(_table(["schema", "table", "rows", "mirror_missing_base"],
+                      [[t["schema_name"], t["table_name"], t["rows"], t["mirror_missing_base"]]
+                       for t in tables], ["schema_name", "table_name", "rows", "mirror_missing_base"])
+               if tables else "<p>no table holds rows</p>")
+    skipped = m.get("without_mirror") or []
+    if skipped:
+        out.append("<h3>Tables without a mirror</h3>" + _table(
+            ["schema", "table", "why"], [[t["schema_name"], t["table_name"], t["reason"]] for t in skipped],
+            ["schema_name", "table_name", "reason"]))
+    return "".join(out)
+
+
 def write_report(spark, manifest: dict, run_dir: Path, root: DataRoot, success: bool,
                  failures: list[str], results: list[dict], checks: list | None = None,
                  metrics: dict | None = None) -> Path:
@@ -672,6 +698,9 @@ def write_report(spark, manifest: dict, run_dir: Path, root: DataRoot, success: 
     run_dir = Path(run_dir)
     date = manifest["date"]
     agg = _aggregates(spark, manifest, run_dir)
+    from .mirror import load_mirror_summary
+
+    mirror_summary = load_mirror_summary(run_dir)
     checks_json = [c.to_json() if hasattr(c, "to_json") else dict(c) for c in checks or []]
     for s in manifest["sources"]:
         name = s["name"]
@@ -680,6 +709,7 @@ def write_report(spark, manifest: dict, run_dir: Path, root: DataRoot, success: 
         if rows is None:
             rows = M.read_partition(M.partition_dir(run_dir / M.METRICS, name, date))
         a["threshold"] = float(s["quarantine_threshold"])
+        a["mirror"] = mirror_summary.get(name, {})
         a["totals"] = totals(a)
         a["metrics"] = {r["metric"]: r["value"] for r in rows if r["table_id"] is None}
         a["tables"] = _tonight_tables(rows)

@@ -63,6 +63,28 @@ def spark_type(col: Column) -> str:
     return "string"  # CHAR, VARCHAR, CLOB, TIME, BLOB (hex or {"blob_id": n})
 
 
+def typed_columns(F, image: str, columns: list[Column]):
+    """Spark columns ``<image>_<col>`` typed from a JSON image column (every field read as
+    text, then ``try_cast`` to the catalog's type): the Spark twin of ``typed_batch``, for
+    stages that type images inside a Spark plan (the mirror)."""
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    schema = StructType([StructField(c.name, StringType()) for c in columns])
+    parsed = F.from_json(F.col(image), schema)
+    out = []
+    for c in columns:
+        raw = parsed.getField(c.name)
+        st = spark_type(c)
+        if st == "string":
+            val = raw
+        elif st == "binary":
+            val = F.unhex(raw)
+        else:
+            val = raw.try_cast(st)
+        out.append(val.alias(f"{image}_{c.name}"))
+    return out
+
+
 def arrow_type(spark_name: str) -> pa.DataType:
     simple = {"smallint": pa.int16(), "int": pa.int32(), "bigint": pa.int64(),
               "float": pa.float32(), "double": pa.float64(), "binary": pa.binary(),

@@ -22,12 +22,14 @@ from decoders import FORMATS, get as get_format
 from decoders.events import KINDS
 
 from .decode import EVENTS_DIR, spark_event_schema
+from .mirror import prepare_missing_base, prepare_mirror, prepare_net_changes
 from .order import AUDIT, CHANGES, QUARANTINE, TRANSACTIONS, read_staged
 from .paths import DataRoot
 
 EXPECTATIONS_DIR = Path(__file__).resolve().parent.parent / "expectations"
 CHECKS = "checks"
-SUITES = ("events", "changes", "transactions", "audit", "quarantine")
+SUITES = ("events", "changes", "transactions", "audit", "quarantine", "mirror", "net_changes",
+          "mirror_missing_base")
 # Only what decides pass/fail is computed by GX (one bundled aggregate per level of the metric
 # graph); counts and example rows of a *failed* expectation are computed afterwards by
 # ``explain``, so a good night pays for none of them.
@@ -164,7 +166,10 @@ def prepare_quarantine(spark, manifest: dict, run_dir: Path):
 
 
 PREPARE = {"events": prepare_events, "changes": prepare_changes, "transactions": prepare_transactions,
-           "audit": prepare_audit, "quarantine": prepare_quarantine}
+           "audit": prepare_audit, "quarantine": prepare_quarantine,
+           # mirrors and net changes (dblog/mirror.py)
+           "mirror": prepare_mirror, "net_changes": prepare_net_changes,
+           "mirror_missing_base": prepare_missing_base}
 
 
 def write_checks(spark, manifest: dict, run_dir: Path, suites: tuple[str, ...] = SUITES) -> Path:
