@@ -261,6 +261,12 @@ def deadline_alert(env: dict | None = None):
     interval = deadline_interval(env)
     if interval is None:
         return None
+    if sys.argv[1:3] == ["dags", "test"]:
+        # Airflow 3.3.2's `airflow dags test` runs the DAG un-serialized, and its
+        # DagRun.update_state then looks the alert objects up as database ids (a crash); the
+        # scheduler path serializes them first. So `dags test` runs without the alert.
+        log.warning("deadline alert left out under `airflow dags test` (not supported there)")
+        return None
     from airflow.sdk import AsyncCallback, DeadlineAlert, DeadlineReference
 
     return DeadlineAlert(reference=DeadlineReference.DAGRUN_LOGICAL_DATE,

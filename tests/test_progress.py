@@ -86,6 +86,11 @@ def test_deadline_settings():
     assert P.deadline_alert({"DBLOG_DEADLINE": "off"}) is None
 
 
+def test_no_deadline_under_airflow_dags_test(monkeypatch):
+    monkeypatch.setattr(P.sys, "argv", ["airflow", "dags", "test", "dblog_nightly", "2026-11-01"])
+    assert P.deadline_alert({}) is None
+
+
 def test_deadline_missed_alerts_except_for_backfills(caplog):
     caplog.set_level(logging.INFO, logger="dblog.progress")
     ctx = {"dag_run": {"dag_run_id": "scheduled__2026-11-01T03:00:00+00:00", "run_type": "scheduled",
