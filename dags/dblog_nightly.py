@@ -14,7 +14,7 @@ function each task calls:
 | `decode` | all archives of all sources, one Spark job | spark-submit `jobs/decode.py` |
 | `order` | transactions, commit_seq, changes, typed tables, audit, state | spark-submit `jobs/order.py` |
 | `validate` | Great Expectations; writes `validation.json` and the report; never publishes | spark-submit `jobs/validate.py` |
-| `publish` | per source (mapped, pool `dblog_publish`): atomic publish; refuses a failed validation | python, emits Assets |
+| `publish` | once per run (pool `dblog_publish`): every dataset and the state of the run's sources in one atomic step; refuses a failed validation | python, emits Assets |
 | `report` | the data-quality report: path in the log, link in **Extra Links** | python, always runs |
 | `fail_if_any_task_failed` | makes the run fail when any task failed (report always succeeds) | watcher |
 
@@ -24,9 +24,9 @@ Downstream DAGs can be scheduled on the Assets `dblog://published/changes`,
 `dblog://published/transactions`, `dblog://published/tables`.
 
 Configuration comes from the environment when a task runs: `DBLOG_DATA_ROOT`,
-`DBLOG_CONFIG`; Spark from the connection `spark_local`; the cron from `DBLOG_SCHEDULE`
-and the deadline alert from `DBLOG_DEADLINE` (default `6h` after the night ends; `off`),
-both read when the DAG is parsed.
+`DBLOG_CONFIG`, the Spark jobs' environment; Spark from the connection `spark_local`. At
+parse time the file reads only the cron (`DBLOG_SCHEDULE`), the deadline alert
+(`DBLOG_DEADLINE`, default `6h` after the night ends; `off`) and the source names.
 """
 
 from __future__ import annotations
@@ -57,6 +57,14 @@ SOURCES = at.configured_source_names()
 RUN_DIR_ARGS = ["--run-dir", "{{ ti.xcom_pull(task_ids='plan')['run_dir'] }}"]
 
 
+class DblogSparkSubmitOperator(SparkSubmitOperator):
+    """spark-submit with the Spark jobs' environment computed when the task runs."""
+
+    def execute(self, context):
+        self.env_vars = {**at.spark_env(), **(self.env_vars or {})}
+        return super().execute(context)
+
+
 class DataQualityReportLink(BaseOperatorLink):
     """The report of the run, served by the api-server (plugin ``dblog_reports``)."""
 
@@ -82,7 +90,7 @@ class DataQualityReportOperator(BaseOperator):
         for f in info["failures"]:
             self.log.info("  failed: %s", f)
         try:
-            published = [p["source"] for p in context["ti"].xcom_pull(task_ids="publish") or [] if p]
+            published = (context["ti"].xcom_pull(task_ids="publish") or {}).get("sources", [])
         except Exception as exc:  # noqa: BLE001 - lineage never fails the report
             self.log.warning("could not read which sources were published: %r", exc)
             published = []
@@ -104,7 +112,6 @@ default_args = {
 }
 spark_args = {
     "conn_id": at.SPARK_CONN_ID,
-    "env_vars": at.spark_env(),
     "conf": {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"},
     "application_args": RUN_DIR_ARGS,
     "execution_timeout": timedelta(hours=2),
@@ -149,7 +156,7 @@ with DAG(
                  execution_timeout=None)
     def wait_for_previous_night(plan_out: dict, **context):
         """Nights build on each other: wait for the previous night's run to succeed.
-        When it may go, it hands on the night's sources (the stage and publish tasks map over them)."""
+        When it may go, it hands on the night's sources (the stage task maps over them)."""
         from airflow.sdk import PokeReturnValue
 
         ready = at.wait_for_previous_night(context)
@@ -165,19 +172,19 @@ with DAG(
     def merge_manifest(plan_out: dict, staged: list):
         return at.merge_manifest(plan_out)
 
-    decode = SparkSubmitOperator(task_id="decode", application=at.job_path("decode"),
-                                 name="dblog-decode", **spark_args)
-    order = SparkSubmitOperator(task_id="order", application=at.job_path("order"),
-                                name="dblog-order", **spark_args)
-    validate = SparkSubmitOperator(task_id="validate", application=at.job_path("validate"),
-                                   name="dblog-validate", **spark_args)
+    decode = DblogSparkSubmitOperator(task_id="decode", application=at.job_path("decode"),
+                                      name="dblog-decode", **spark_args)
+    order = DblogSparkSubmitOperator(task_id="order", application=at.job_path("order"),
+                                     name="dblog-order", **spark_args)
+    validate = DblogSparkSubmitOperator(task_id="validate", application=at.job_path("validate"),
+                                        name="dblog-validate", **spark_args)
 
     @task(pool=at.PUBLISH_POOL, outlets=list(PUBLISHED.values()),
-          map_index_template="{{ task.op_kwargs['source'] }}",
           execution_timeout=timedelta(minutes=30))
-    def publish(plan_out: dict, source: str, outlet_events=None):
-        """Publish one source atomically (nothing when validation failed)."""
-        out = at.publish_source(plan_out, source)
+    def publish(plan_out: dict, outlet_events=None):
+        """Publish the run once, atomically: every dataset and the state of its sources
+        (nothing when validation failed)."""
+        out = at.publish_run(plan_out)
         for dataset, asset in PUBLISHED.items():
             outlet_events[asset].extra = at.asset_extra(out, dataset)
         return out
@@ -196,6 +203,6 @@ with DAG(
     sources = wait_for_previous_night(planned)
     staged = stage.partial(plan_out=planned).expand(source=sources)
     manifest = merge_manifest(planned, staged)
-    published = publish.partial(plan_out=planned).expand(source=sources)
+    published = publish(planned)
     manifest >> decode >> order >> validate >> published >> report
     list(dag.tasks) >> fail_if_any_task_failed()

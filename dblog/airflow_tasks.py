@@ -175,7 +175,8 @@ def job_path(name: str) -> str:
 
 
 def spark_env() -> dict[str, str]:
-    """Environment of the spark-submit processes: the venv's Python on both sides."""
+    """Environment of the spark-submit processes: the venv's Python on both sides.
+    Called when a Spark task runs (never when the DAG is parsed)."""
     import sys
 
     python = os.environ.get("PYSPARK_PYTHON") or sys.executable
@@ -189,8 +190,9 @@ def spark_env() -> dict[str, str]:
 
 # ----------------------------------------------------------------- publish
 
-def publish_source(plan_out: dict, source: str) -> dict:
-    """Publish one source of a validated run; refuse (no retry) when validation failed."""
+def publish_run(plan_out: dict) -> dict:
+    """Publish the run, all its sources and datasets in one atomic step; refuse (no retry)
+    when validation failed or the publish is refused (e.g. a rerun that would renumber)."""
     from airflow.sdk.exceptions import AirflowFailException
 
     from .pipeline import load_validation, publish_night
@@ -211,20 +213,20 @@ def publish_source(plan_out: dict, source: str) -> dict:
 
     t0 = time.monotonic()
     try:
-        version = publish_night(run_dir, [source])
+        version = publish_night(run_dir)
     except PublishError as exc:
         raise AirflowFailException(str(exc)) from exc
-    record_seconds(run_dir, f"publish.{source}", time.monotonic() - t0)
+    record_seconds(run_dir, "publish", time.monotonic() - t0)
     root = Path(plan_out["data_root"])
-    out = {"source": source, "date": plan_out["date"], "snapshot": Path(version).name,
-           "published": str(root / "published")}
-    log.info("published %s %s as snapshot %s", source, plan_out["date"], version)
+    out = {"sources": list(plan_out["sources"]), "date": plan_out["date"],
+           "snapshot": Path(version).name, "published": str(root / "published")}
+    log.info("published %s for %s as version %s", ", ".join(out["sources"]), plan_out["date"], version)
     return out
 
 
 def asset_extra(published: dict, dataset: str) -> dict:
-    return {"source": published["source"], "date": published["date"],
-            "snapshot": published["snapshot"],
+    return {"source": ",".join(published["sources"]), "sources": published["sources"],
+            "date": published["date"], "snapshot": published["snapshot"],
             "path": f"{published['published']}/{dataset}"}
 
 

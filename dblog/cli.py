@@ -5,7 +5,8 @@
     dblog mirror --source NAME --table SCHEMA.TABLE [--as-of YYYY-MM-DD] [--show N]
 
 ``run`` exits 0 when it published, 1 when validation failed (nothing published),
-2 on bad usage (including a malformed configuration or catalog).
+2 on bad usage (including a malformed configuration or catalog), 3 when the run itself
+failed (e.g. out of memory; nothing published; the message names the stage and the run).
 """
 
 from __future__ import annotations
@@ -102,12 +103,19 @@ def main(argv: list[str] | None = None) -> int:
                   f"{w['expected_changes']} changes to publish -> "
                   f"{root.landing_night(w['source'], w['date'])}")
         return 0
-    from .pipeline import describe, run_night, to_json
+    from .pipeline import RunFailed, describe, run_night, to_json
     from .progress import Progress, show_progress_with_logs
 
     progress = show_progress_with_logs(Progress())
-    result = run_night(args.date, str(cfg.path), str(root.root), args.sources, args.master,
-                       args.run_id, progress=progress)
+    try:
+        result = run_night(args.date, str(cfg.path), str(root.root), args.sources, args.master,
+                           args.run_id, progress=progress)
+    except RunFailed as exc:
+        print(f"dblog: {exc}", file=sys.stderr)
+        return 3
+    except ConfigError as exc:
+        print(f"dblog: configuration error: {exc}", file=sys.stderr)
+        return 2
     print(to_json(result) if args.json else describe(result, root))
     return 0 if result.published else 1
 

@@ -1,23 +1,50 @@
-"""Publish: move a validated run from staging into the data root, atomically.
+"""Publish: make a validated run visible, every dataset and the state together, atomically.
 
-``published/`` is a symbolic link to one immutable snapshot ``.published/<version>/``
-holding ``changes/``, ``transactions/`` and ``tables/``. A publish builds the next snapshot
-(hard links to every file of the current one except the partitions this run replaces,
-plus the run's staged partitions), then swaps the link with one ``rename()``: a reader
-sees the old night or the new night, never a mix, even when the process is killed
-half-way (the half-built snapshot is simply never linked, and is removed later).
+Layout (SPEC section 5, "Publishing"): ``published`` is a symbolic link to one version
+``.published/v<seq>/``, a plain directory tree (real directories, hard-linked files) that
+holds every registered dataset (``dblog/datasets.py``: changes, transactions, tables,
+quarantine, audit, and whatever other slices register) and ``state/``::
 
-``quarantine/``, ``audit/`` and ``state/<source>/<date>/`` are replaced partition by
-partition (directory renames) before the swap; a rerun of the date replaces them again.
+    published -> .published/v00000042/
+        changes/source=S/date=D/...     transactions/...   quarantine/...   audit/...
+        tables/S/SCHEMA.TABLE/date=D/...                   (every registered dataset)
+        state/S/D/{held,carry,...}/ seq.json night.json    state/S/_index.json
+        _PUBLISHED.json                                    (seq, run, date, sources)
+
+One publish = one ``rename()`` of a new link over ``published``: a reader that resolves the
+link sees the old version or the new one, whole; a publish killed at any point leaves the
+current version untouched and can be run again on the same run.
+
+**Cost O(night).** There are ``KEEP_VERSIONS`` version directories, used in turn (a ring).
+The next version is built in the oldest one: it is renamed to ``.published/building``,
+brought up to date by re-linking, from the current version, only the paths that the
+publishes it missed changed (their change lists are kept in ``.published/log/<seq>.json``),
+and then gets this run's partitions. So a publish touches the paths of at most
+``KEEP_VERSIONS`` nights, never the whole history; nothing lists a directory whose size
+grows with the number of nights. Readers see plain directories (no symbolic links inside a
+version), so every reader's hive partition discovery works as on any Parquet folder.
+
+Readers that resolved an older version keep it, unchanged, for the next
+``KEEP_VERSIONS - 1`` publishes; then it is renamed away for rebuilding (such a reader gets
+"no such file", never a changed tree). Files are hard links: nothing a version still names
+is ever freed, so there is no garbage to collect beyond the paths a publish replaces.
+
+**Kill safety.** Before it changes anything in ``building``, a publish records there
+(``_BUILDING.json``) every path it is about to touch; a later attempt (the same run again,
+or another run) re-syncs those paths from the current version first. The version counter,
+the log entry and the ring slot are all derived from the current version at the start of
+each attempt, so a killed attempt leaves nothing that a later one trusts.
+
+**State and the per-source index.** ``state/<S>/<D>/`` is what night D leaves for the next
+night (held transactions, decoder carry, ``seq.json``) plus ``night.json``: the run, the
+night whose state it read (``prev``, kept from its first run so that a rerun reads the
+same), the published night just before it in date order (``before``), and the paths it
+published (so that a rerun removes what it no longer publishes). ``state/<S>/_index.json``
+holds the latest night and, for datasets with a ``retention``, the nights kept. Finding
+"the state of the latest earlier night" reads one or two of these small files
+(``previous_state``), whatever the history.
+
 Publishes are serialised by a lock file (and by an Airflow pool in the DAG).
-
-Nothing is moved out of the run's staging directory: every published file is a hard link
-to the staged one (a copy across file systems). So a publish that was killed half-way can
-simply be run again on the same run (it rebuilds the snapshot from scratch); until then,
-``published/`` shows the previous night, while ``quarantine/``, ``audit/`` and ``state/`` may
-already show the new one (they are written before the swap, never after it, so that a
-published night always has its state).
-
 ``DBLOG_PUBLISH_FAILPOINT=<step>`` makes the process kill itself (SIGKILL) at that step;
 the tests use it to prove the above. Steps: see ``FAILPOINTS``.
 """
@@ -25,32 +52,42 @@ the tests use it to prove the above. Steps: see ``FAILPOINTS``.
 from __future__ import annotations
 
 import datetime as _dt
+import errno
 import fcntl
 import json
-import errno
 import os
+import re
 import shutil
 import signal
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
-from .mirror import MIRROR, NET_CHANGES, mirror_nights, retained
-from .order import AUDIT, CHANGES, QUARANTINE, STATE, TRANSACTIONS
-from .paths import DataRoot
-from .stage import CARRY_DIR, HELD_DIR, SEQ_FILE, state_dates
+from . import datasets as D
+from .paths import (INDEX_FILE, NIGHT_FILE, DataRoot, night_record, published_dates,
+                    read_index)
+from .stage import SEQ_FILE
 
-TABLES = "tables"
-KEEP_VERSIONS = 3
+KEEP_VERSIONS = 3          # version directories in the ring (current + 2 older ones)
+LOG_KEEP = 32              # change lists kept in .published/log/
+DEFAULT_RETENTION = 7      # nights kept of a dataset with a retention, when the source says nothing
 PUBLISHED_MARKER = "_PUBLISHED.json"
+BUILDING_FILE = "_BUILDING.json"
+BUILDING = "building"
+STATE = "state"
 LINK_PREFIX = ".published-link-"
 FAILPOINT_ENV = "DBLOG_PUBLISH_FAILPOINT"
-FAILPOINTS = ("quarantine_audit", "state", "snapshot_previous", "snapshot_changes",
-              "snapshot_tables", "marker", "link", "swapped")
+FAILPOINTS = ("slot", "intent", "catch_up", "datasets", "state", "index", "marker", "fsync",
+              "log", "renamed", "link", "swapped")
+VERSION_RE = re.compile(r"^v(\d{8})$")
 
 
 class PublishError(RuntimeError):
     pass
+
+
+def version_name(seq: int) -> str:
+    return f"v{seq:08d}"
 
 
 @contextmanager
@@ -65,6 +102,7 @@ def publish_lock(root: DataRoot):
 
 
 def current_version(root: DataRoot) -> Path | None:
+    """The version directory ``published`` points at (None before the first publish)."""
     link = root.published
     if link.is_symlink():
         return (link.parent / os.readlink(link)).resolve()
@@ -73,22 +111,98 @@ def current_version(root: DataRoot) -> Path | None:
     return None
 
 
-def _replaced(rel: Path, sources: set[str], date: str) -> bool:
-    """Is the file at ``rel`` (relative to a snapshot) in a partition this run replaces?"""
-    parts = rel.parts
-    if f"date={date}" not in parts:
-        return False
-    if parts[0] in (CHANGES, TRANSACTIONS, NET_CHANGES):
-        return any(p in {f"source={s}" for s in sources} for p in parts)
-    if parts[0] in (TABLES, MIRROR):
-        return len(parts) > 1 and parts[1] in sources
-    return False
+def _version_seq(version: Path | None) -> int | None:
+    """The version number of a version directory (None: not one, e.g. an older layout)."""
+    if version is None:
+        return 0
+    m = VERSION_RE.match(version.name)
+    if not m or not (version / PUBLISHED_MARKER).is_file():
+        return None
+    return int(m.group(1))
 
 
 def _failpoint(step: str) -> None:
     """Die here, as if killed, when ``$DBLOG_PUBLISH_FAILPOINT`` names this step (tests)."""
     if os.environ.get(FAILPOINT_ENV) == step:
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+# ----------------------------------------------------------------- file system helpers
+
+class _Writer:
+    """Changes inside the version being built; remembers what must be made durable."""
+
+    def __init__(self, top: Path):
+        self.top = top
+        self.dirs: set[Path] = set()
+        self.files: list[Path] = []
+
+    def mkdirs(self, path: Path) -> None:
+        missing = []
+        p = path
+        while not p.exists():
+            missing.append(p)
+            p = p.parent
+        for p in reversed(missing):
+            p.mkdir()
+            self.dirs.add(p.parent)
+        self.dirs.add(path)
+
+    def remove(self, rel: str) -> None:
+        """Remove ``rel`` (file or tree) and the directories it leaves empty (up to a dataset)."""
+        path = self.top / rel
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        elif os.path.lexists(path):
+            path.unlink()
+        else:
+            return
+        self.dirs.add(path.parent)
+        parent = path.parent
+        while parent != self.top and parent.parent != self.top:
+            try:
+                parent.rmdir()
+            except OSError:
+                break
+            self.dirs.add(parent.parent)
+            parent = parent.parent
+
+    def link_tree(self, src: Path, rel: str, durable_files: bool) -> None:
+        """``rel`` := a copy of file or directory ``src`` (the files of a directory are hard
+        links: Spark never rewrites a Parquet file in place; a single file is copied)."""
+        self.remove(rel)
+        dst = self.top / rel
+        if src.is_file():       # small documents (seq.json, indexes): copied, never shared
+            self.mkdirs(dst.parent)
+            shutil.copy2(src, dst)
+            self.files.append(dst)
+            return
+        for dirpath, _dirs, files in os.walk(src):
+            target = dst / Path(dirpath).relative_to(src)
+            self.mkdirs(target)
+            for f in files:
+                _link(Path(dirpath) / f, target / f)
+                if durable_files:
+                    self.files.append(target / f)
+
+    def write_json(self, rel: str, doc: dict) -> None:
+        dst = self.top / rel
+        self.mkdirs(dst.parent)
+        tmp = dst.parent / f".{dst.name}.{uuid.uuid4().hex[:8]}"
+        tmp.write_text(json.dumps(doc, indent=1, sort_keys=True))
+        os.replace(tmp, dst)   # never modify a (possibly hard-linked) file in place
+        self.files.append(dst)
+
+    def sync(self) -> None:
+        for f in self.files:
+            fd = os.open(f, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        for d in sorted(self.dirs, key=lambda p: -len(p.parts)):
+            if d.is_dir():
+                _fsync_dir(d)
 
 
 def _link(src: Path, dst: Path) -> None:
@@ -100,48 +214,149 @@ def _link(src: Path, dst: Path) -> None:
         shutil.copy2(src, dst)
 
 
-def _link_tree(src: Path, dst: Path) -> None:
-    """Hard-link every file under ``src`` to the same place under ``dst`` (``src`` untouched)."""
-    for dirpath, _dirs, files in os.walk(src):
-        target = dst / Path(dirpath).relative_to(src)
-        target.mkdir(parents=True, exist_ok=True)
-        for f in files:
-            _link(Path(dirpath) / f, target / f)
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
-def _fresh(path: Path) -> Path:
-    """``path``, emptied of what a killed earlier attempt may have left there."""
-    if path.exists():
-        shutil.rmtree(path)
-    return path
+def _read_json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
 
 
-def _replace_dir(new: Path, target: Path) -> None:
-    """Put directory ``new`` at ``target``, replacing what was there."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    trash = None
-    if target.exists():
-        trash = target.parent / f".{target.name}.old-{uuid.uuid4().hex[:8]}"
-        os.rename(target, trash)
-    os.rename(new, target)
-    if trash is not None:
-        shutil.rmtree(trash, ignore_errors=True)
+# ----------------------------------------------------------------- what a run publishes
+
+def _retention(dataset: D.Dataset, entry: dict) -> int:
+    value = entry.get(dataset.retention)
+    if value is None:
+        value = (entry.get("options") or {}).get(dataset.retention)
+    return int(value) if value is not None else DEFAULT_RETENTION
 
 
-def _partitions(base: Path):
-    """(source, date, dir) of ``source=S/date=D`` partitions staged under ``base``."""
-    if not base.is_dir():
-        return
-    for sdir in sorted(base.glob("source=*")):
-        for ddir in sorted(sdir.glob("date=*")):
-            yield sdir.name.split("=", 1)[1], ddir.name.split("=", 1)[1], ddir
+def _staged_paths(run_dir: Path, source: str, date: str) -> dict[str, Path]:
+    """{path in a version: staged file or folder} of every registered dataset, for one source."""
+    out: dict[str, Path] = {}
+    for ds in D.published():
+        base = run_dir / ds.name
+        if ds.layout == D.NIGHT:
+            p = base / f"source={source}" / f"date={date}"
+            if p.is_dir():
+                out[f"{ds.name}/source={source}/date={date}"] = p
+        else:
+            for p in sorted((base / source).glob(f"*/date={date}")):
+                if p.is_dir():
+                    out[f"{ds.name}/{source}/{p.parent.name}/date={date}"] = p
+    return out
 
 
-def check_renumbering(root: DataRoot, manifest: dict, summary: dict, sources: set[str]) -> None:
+def _dataset_of(rel: str) -> str:
+    return rel.split("/", 1)[0]
+
+
+class _Plan:
+    """Everything one publish changes in the version: {rel: source path or None (remove)}
+    for the data, plus JSON documents to write."""
+
+    def __init__(self):
+        self.links: dict[str, Path | None] = {}
+        self.docs: dict[str, dict] = {}
+
+    @property
+    def paths(self) -> set[str]:
+        return set(self.links) | set(self.docs)
+
+
+def _plan(current: Path | None, manifest: dict, run_dir: Path, sources: list[str],
+          seq: int) -> _Plan:
+    date, run_id = manifest["date"], manifest["run_id"]
+    entries = {e["name"]: e for e in manifest["sources"]}
+    plan = _Plan()
+    for s in sources:
+        staged = _staged_paths(run_dir, s, date)
+        old = night_record(current, s, date) if current is not None else None
+        for rel in (old or {}).get("paths", []):
+            plan.links.setdefault(rel, None)         # a rerun: what it no longer publishes goes
+        for rel, src in staged.items():
+            plan.links[rel] = src
+        # the night's state
+        sdir = f"{STATE}/{s}/{date}"
+        plan.links[sdir] = None
+        st = run_dir / STATE
+        subs = sorted(p.name for p in st.iterdir() if p.is_dir()) if st.is_dir() else []
+        for sub in subs:
+            if sub in ("seq", "publish"):
+                continue
+            part = st / sub / f"source={s}"
+            if part.is_dir():
+                plan.links[f"{sdir}/{sub}"] = part
+        seq_file = st / "seq" / s / SEQ_FILE
+        if not seq_file.is_file():
+            raise PublishError(f"{seq_file} is missing: run {run_id} was not ordered")
+        plan.links[f"{sdir}/{SEQ_FILE}"] = seq_file
+        # where the night sits among the published nights of the source
+        index = (read_index(current, s) if current is not None else None) or {}
+        latest = index.get("latest")
+        before, after = _neighbours(current, s, date, latest)
+        prev = old["prev"] if old else before
+        plan.docs[f"{sdir}/{NIGHT_FILE}"] = {
+            "date": date, "run_id": run_id, "version": seq, "prev": prev, "before": before,
+            "paths": sorted(staged)}
+        if after is not None:                        # a night filled in before a later one
+            rec = night_record(current, s, after) or {"date": after}
+            if rec.get("before") != date:
+                plan.docs[f"{STATE}/{s}/{after}/{NIGHT_FILE}"] = {**rec, "before": date}
+        # retention
+        retained = dict(index.get("retained") or {})
+        for ds in D.published():
+            if ds.retention is None:
+                continue
+            keep = _retention(ds, entries[s])
+            dates = set(retained.get(ds.name) or [])
+            if any(_dataset_of(rel) == ds.name for rel in staged):
+                dates.add(date)
+            else:
+                dates.discard(date)
+            ordered = sorted(dates)
+            for gone in ordered[:-keep] if keep > 0 else ordered:
+                rec = night_record(current, s, gone) if gone != date else {"paths": list(staged)}
+                for rel in (rec or {}).get("paths", []):
+                    if _dataset_of(rel) == ds.name:
+                        plan.links[rel] = None
+            retained[ds.name] = ordered[-keep:] if keep > 0 else []
+        plan.docs[f"{STATE}/{s}/{INDEX_FILE}"] = {
+            "source": s, "latest": max(filter(None, [latest, date])), "version": seq,
+            "retained": retained}
+    return plan
+
+
+def _neighbours(current: Path | None, source: str, date: str, latest: str | None):
+    """(the published night just before ``date``, the one just after it), walking back from
+    the latest night: one step for a new night, a few for a night filled in behind."""
+    if current is None or latest is None:
+        return None, None
+    after, d, seen = None, latest, 0
+    while d is not None and d >= date:
+        if d == date:
+            rec = night_record(current, source, d) or {}
+            return rec.get("before"), after
+        after = d
+        d = (night_record(current, source, d) or {}).get("before")
+        seen += 1
+        if seen > 100_000:
+            raise PublishError(f"{source}: the chain of published nights loops at {d}")
+    return d, after
+
+
+def check_renumbering(root: DataRoot, manifest: dict, summary: dict, sources) -> None:
     """A rerun of an earlier night must not change the numbering later nights continue."""
     date = manifest["date"]
     for name in sorted(sources):
-        later = [d for d in state_dates(root, name) if d > date]
+        later = sorted(published_dates(root, name, after=date))
         own = root.state(name) / date / SEQ_FILE
         if later and own.is_file():
             before = json.loads(own.read_text())["last_commit_seq"]
@@ -153,137 +368,238 @@ def check_renumbering(root: DataRoot, manifest: dict, summary: dict, sources: se
                     f"{date} and every later night together (a backfill from {date})")
 
 
+# ----------------------------------------------------------------- the ring of versions
+
+def _take_slot(root: DataRoot, current: Path | None, seq: int) -> Path:
+    """The directory the next version is built in, named ``building`` (never the current one)."""
+    vdir = root.versions
+    building = vdir / BUILDING
+    if building.is_dir():
+        return building                               # a killed attempt: its intent is inside
+    candidates = []
+    for p in vdir.iterdir():
+        m = VERSION_RE.match(p.name)
+        if m and p.is_dir() and (current is None or p.resolve() != current):
+            candidates.append((int(m.group(1)), p))
+    leftovers = [p for n, p in candidates if n >= seq]     # renamed but never linked
+    versions = sorted(candidates)
+    if leftovers:
+        pick = leftovers[0]
+    elif len(versions) + (current is not None) >= KEEP_VERSIONS and versions:
+        pick = versions[0][1]                          # the oldest version
+    else:
+        building.mkdir()
+        _fsync_dir(vdir)
+        return building
+    os.rename(pick, building)
+    _fsync_dir(vdir)
+    return building
+
+
+def _outermost(paths: set[str], covered: set[str]) -> list[str]:
+    """``paths`` without those inside another one of them or inside a ``covered`` path."""
+    out: list[str] = []
+    taken = set(covered)
+    for rel in sorted(paths, key=lambda r: r.count("/")):      # parents first
+        parts = rel.split("/")
+        if any("/".join(parts[:i]) in taken for i in range(1, len(parts) + 1)):
+            continue
+        out.append(rel)
+        taken.add(rel)
+    return sorted(out)
+
+
+def _log_paths(root: DataRoot, base: int, upto: int) -> set[str] | None:
+    """Paths changed by the publishes ``base+1 .. upto`` (None: some change list is gone)."""
+    out: set[str] = set()
+    for n in range(base + 1, upto + 1):
+        doc = _read_json(root.versions / "log" / f"{n:08d}.json")
+        if doc is None or doc.get("seq") != n or doc.get("full"):
+            return None                              # gone, or a version rebuilt whole
+        out.update(doc["paths"])
+    return out
+
+
+def _base_of(slot: Path) -> int:
+    """The version a slot holds when none of its paths were touched (0: empty or unknown)."""
+    intent = _read_json(slot / BUILDING_FILE)
+    if intent is not None:
+        return int(intent["base"])
+    marker = _read_json(slot / PUBLISHED_MARKER)
+    return int(marker["seq"]) if marker and "seq" in marker else 0
+
+
+def _legacy_parts(root: DataRoot, current: Path | None) -> list[tuple[str, Path]]:
+    """An older layout's data (a snapshot without version number, top-level quarantine/,
+    audit/ and state/): (where it goes in a version, where it is)."""
+    parts = []
+    if current is not None:
+        parts += [(p.name, p) for p in sorted(current.iterdir())
+                  if p.is_dir() and not p.name.startswith((".", "_"))]
+    for name in ("quarantine", "audit", "state"):
+        old = root.root / name
+        if old.is_dir() and not old.is_symlink():
+            parts.append((name, old))
+    return parts
+
+
 def publish(root: DataRoot, manifest: dict, run_dir: Path, summary: dict,
             only_sources: list[str] | None = None) -> Path:
-    """Publish the run (or only ``only_sources`` of it: the DAG publishes per source)."""
+    """Publish the run: every registered dataset and the state of its sources, at once.
+
+    ``only_sources``: publish just these sources of the run (the others stay as they are).
+    Returns the new version's directory."""
     run_dir = Path(run_dir)
     date = manifest["date"]
-    sources = {s["name"] for s in manifest["sources"]}
+    sources = [s["name"] for s in manifest["sources"]]
     if only_sources:
-        unknown = set(only_sources) - sources
+        unknown = set(only_sources) - set(sources)
         if unknown:
             raise PublishError(f"sources {sorted(unknown)} are not part of run {manifest['run_id']}")
-        sources = set(only_sources)
+        sources = [s for s in sources if s in set(only_sources)]
     with publish_lock(root):
         check_renumbering(root, manifest, summary, sources)
-        # 1. quarantine and audit partitions
-        for dataset, target in ((QUARANTINE, root.quarantine), (AUDIT, root.audit)):
-            staged = {(s, d): p for s, d, p in _partitions(run_dir / dataset)}
-            for s in sorted(sources):
-                dest = target / f"source={s}" / f"date={date}"
-                if (s, date) in staged:
-                    tmp = _fresh(dest.parent / f".date={date}.new")
-                    _link_tree(staged[(s, date)], tmp)
-                    _replace_dir(tmp, dest)
-                elif dest.exists():
-                    shutil.rmtree(dest)
-        _failpoint("quarantine_audit")
-        # 2. state for the next night
-        for s in sorted(sources):
-            new_state = _fresh(run_dir / STATE / "publish" / s)
-            new_state.mkdir(parents=True)
-            for sub in (HELD_DIR, CARRY_DIR):
-                staged = run_dir / STATE / sub / f"source={s}"
-                if staged.is_dir():
-                    _link_tree(staged, new_state / sub)
-            shutil.copy2(run_dir / STATE / "seq" / s / SEQ_FILE, new_state / SEQ_FILE)
-            _replace_dir(new_state, root.state(s) / date)
-        _failpoint("state")
-        # 3. the next snapshot of published/, then the atomic swap
         current = current_version(root)
-        version = root.versions / (
-            _dt.datetime.now(_dt.timezone.utc).strftime("v%Y%m%dT%H%M%S%f") + "_" + uuid.uuid4().hex[:6])
-        version.mkdir(parents=True)
-        expired = _expired_mirrors(current, manifest, run_dir, sources)
-        if current is not None:
-            for dirpath, _dirs, files in os.walk(current):
-                rel_dir = Path(dirpath).relative_to(current)
-                for f in files:
-                    rel = rel_dir / f
-                    if rel.parts and rel.parts[0] in (CHANGES, TRANSACTIONS, TABLES, MIRROR,
-                                                      NET_CHANGES) \
-                            and not _replaced(rel, sources, date) and not expired(rel):
-                        (version / rel_dir).mkdir(parents=True, exist_ok=True)
-                        os.link(Path(dirpath) / f, version / rel)
-        _failpoint("snapshot_previous")
-        for dataset in (CHANGES, TRANSACTIONS, NET_CHANGES):
-            for s, d, p in _partitions(run_dir / dataset):
-                if s in sources:
-                    _link_tree(p, version / dataset / f"source={s}" / f"date={d}")
-            _failpoint("snapshot_changes")
-        for dataset in (TABLES, MIRROR):
-            tables = run_dir / dataset
-            for s in sorted(sources):
-                for tdir in sorted((tables / s).glob("*/date=*")):
-                    if not expired(Path(dataset) / tdir.relative_to(tables)):
-                        _link_tree(tdir, version / dataset / tdir.relative_to(tables))
-        _failpoint("snapshot_tables")
-        for dataset in (CHANGES, TRANSACTIONS, TABLES):
-            (version / dataset).mkdir(exist_ok=True)
-        (version / PUBLISHED_MARKER).write_text(json.dumps(
-            {"run_id": manifest["run_id"], "date": date, "sources": sorted(sources),
-             "previous": current.name if current else None}))
-        _fsync_tree(version)
+        cur_seq = _version_seq(current)
+        legacy = cur_seq is None or any(
+            (root.root / n).is_dir() and not (root.root / n).is_symlink()
+            for n in ("quarantine", "audit", "state"))
+        seq = (cur_seq or 0) + 1
+        slot = _take_slot(root, current, seq)
+        _failpoint("slot")
+        plan = _plan(current if not legacy else None, manifest, run_dir, sources, seq) \
+            if not legacy else None
+        base = _base_of(slot)
+        missed = None if legacy else _log_paths(root, base, cur_seq or 0)
+        pending = set((_read_json(slot / BUILDING_FILE) or {}).get("paths", []))
+        w = _Writer(slot)
+        if missed is None:                        # rebuild whole: ring not full, log gone, old layout
+            for p in list(slot.iterdir()):
+                w.remove(p.name)
+            w.write_json(BUILDING_FILE, {"base": 0, "paths": [], "full": True})
+            _failpoint("intent")
+            if legacy:
+                for rel, src in _legacy_parts(root, current):
+                    w.link_tree(src, rel, durable_files=False)
+                _index_legacy_state(w)
+                plan = _plan(slot, manifest, run_dir, sources, seq)
+            elif current is not None:
+                for p in sorted(current.iterdir()):
+                    if p.name not in (PUBLISHED_MARKER, BUILDING_FILE):
+                        w.link_tree(p, p.name, durable_files=False)
+            w.write_json(BUILDING_FILE, {"base": seq - 1, "paths": sorted(plan.paths)})
+        else:
+            w.write_json(BUILDING_FILE, {"base": base,
+                                         "paths": sorted(pending | missed | plan.paths)})
+            _failpoint("intent")
+            for rel in _outermost(pending | missed, covered=set(plan.links)):
+                src = current / rel if current is not None else None
+                if src is not None and os.path.lexists(src):
+                    w.link_tree(src, rel, durable_files=False)
+                else:
+                    w.remove(rel)
+        _failpoint("catch_up")
+        # the run's partitions, dataset by dataset, then the state
+        by_dataset: dict[str, list[str]] = {}
+        for rel in plan.links:
+            by_dataset.setdefault(_dataset_of(rel), []).append(rel)
+        for name in [d.name for d in D.published()] + sorted(set(by_dataset) - set(D.REGISTRY)):
+            for rel in sorted(by_dataset.get(name, [])):
+                src = plan.links[rel]
+                if src is None:
+                    w.remove(rel)
+                else:
+                    w.link_tree(src, rel, durable_files=True)
+            _failpoint("datasets")
+        _failpoint("state")
+        for rel, doc in sorted(plan.docs.items()):
+            w.write_json(rel, doc)
+        for name in [d.name for d in D.published()] + [STATE]:
+            w.mkdirs(slot / name)                     # every dataset has its folder, even empty
+        _failpoint("index")
+        w.write_json(PUBLISHED_MARKER, {
+            "seq": seq, "run_id": manifest["run_id"], "date": date, "sources": sources,
+            "datasets": [d.name for d in D.published()],
+            "published_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "previous": current.name if current is not None else None})
         _failpoint("marker")
-        tmp = root.root / f"{LINK_PREFIX}{uuid.uuid4().hex[:8]}"
-        os.symlink(os.path.relpath(version, root.root), tmp)
+        w.sync()
+        _failpoint("fsync")
+        logdir = root.versions / "log"
+        logdir.mkdir(exist_ok=True)
+        tmp = logdir / f".{seq:08d}.{uuid.uuid4().hex[:6]}"
+        tmp.write_text(json.dumps({"seq": seq, "run_id": manifest["run_id"], "date": date,
+                                   "full": legacy, "paths": sorted(plan.paths | {PUBLISHED_MARKER})}))
+        with open(tmp) as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, logdir / f"{seq:08d}.json")
+        _fsync_dir(logdir)
+        _failpoint("log")
+        version = root.versions / version_name(seq)
+        os.rename(slot, version)
+        _fsync_dir(root.versions)
+        _failpoint("renamed")
+        link = root.root / f"{LINK_PREFIX}{uuid.uuid4().hex[:8]}"
+        os.symlink(os.path.relpath(version, root.root), link)
         _failpoint("link")
-        os.replace(tmp, root.published)  # the atomic moment
+        os.replace(link, root.published)  # the atomic moment
         _fsync_dir(root.root)
         _failpoint("swapped")
-        _collect_garbage(root, version)
+        _tidy(root, version, seq, legacy, current)
     return version
 
 
-def _expired_mirrors(current: Path | None, manifest: dict, run_dir: Path, sources: set[str]):
-    """A predicate on snapshot-relative paths: a mirror folder of a night past its source's
-    ``mirror_retention`` (the last N nights that built a mirror are kept)."""
-    keep: dict[str, set[str]] = {}
-    for s in manifest["sources"]:
-        if s["name"] not in sources:
-            continue
-        nights = set(mirror_nights(current, s["name"])) if current is not None else set()
-        if (Path(run_dir) / NET_CHANGES / f"source={s['name']}" / f"date={manifest['date']}").is_dir():
-            nights.add(manifest["date"])
-        keep[s["name"]] = set(retained(sorted(nights), int(s.get("mirror_retention") or 7)))
-
-    def expired(rel: Path) -> bool:
-        parts = rel.parts
-        if len(parts) < 4 or parts[0] != MIRROR or parts[1] not in keep:
-            return False
-        return parts[3].startswith("date=") and parts[3][5:] not in keep[parts[1]]
-    return expired
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
+def _tidy(root: DataRoot, version: Path, seq: int, legacy: bool, previous: Path | None) -> None:
+    """After the swap: forget the finished intent, old change lists, stray links; an older
+    layout's leftovers go once the new version holds them."""
     try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_tree(path: Path) -> None:
-    """Make the snapshot's directory entries durable before the link points at it."""
-    for dirpath, _dirs, _files in os.walk(path):
-        _fsync_dir(Path(dirpath))
-
-
-def _collect_garbage(root: DataRoot, keep: Path) -> None:
-    """Keep the current snapshot and the ones it replaced (readers that resolved an older
-    link keep working a while), up to ``KEEP_VERSIONS`` in all; drop every other snapshot,
-    i.e. older ones and half-built ones left by a killed publish, and stray temporary links."""
-    chain, v = [], keep
-    while v is not None and len(chain) < KEEP_VERSIONS and (v / PUBLISHED_MARKER).is_file():
-        chain.append(v.name)
+        (version / BUILDING_FILE).unlink()
+    except FileNotFoundError:
+        pass
+    logdir = root.versions / "log"
+    for n in range(max(0, seq - LOG_KEEP - 8), seq - LOG_KEEP + 1):
         try:
-            prev = json.loads((v / PUBLISHED_MARKER).read_text()).get("previous")
-        except (OSError, ValueError):
-            prev = None
-        v = root.versions / prev if prev else None
-    for p in root.versions.iterdir():
-        if p.is_dir() and p.name.startswith("v") and p.name not in chain and p != keep:
-            shutil.rmtree(p, ignore_errors=True)
+            (logdir / f"{n:08d}.json").unlink()
+        except FileNotFoundError:
+            pass
     for p in root.root.glob(LINK_PREFIX + "*"):
         if p.is_symlink():
             p.unlink()
+    if legacy:
+        attic = root.versions / f"legacy-{uuid.uuid4().hex[:8]}"
+        attic.mkdir()
+        for name in ("quarantine", "audit", "state"):
+            old = root.root / name
+            if old.is_dir() and not old.is_symlink():
+                os.rename(old, attic / name)
+        shutil.rmtree(attic, ignore_errors=True)
+    for p in root.versions.iterdir():     # snapshots of the earlier layout, once not the previous
+        if p.is_dir() and p.name.startswith("v") and not VERSION_RE.match(p.name) \
+                and (not legacy or previous is None or p.resolve() != previous):
+            shutil.rmtree(p, ignore_errors=True)
+
+
+def _index_legacy_state(w: _Writer) -> None:
+    """Night records and indexes for what was copied from an older layout (once, O(history))."""
+    base = w.top / STATE
+    if not base.is_dir():
+        return
+    paths: dict[tuple[str, str], list[str]] = {}
+    for ds in D.published():
+        top = w.top / ds.name
+        pattern = "source=*/date=*" if ds.layout == D.NIGHT else "*/*/date=*"
+        for p in sorted(top.glob(pattern)) if top.is_dir() else []:
+            rel = p.relative_to(w.top).as_posix()
+            source = p.parts[-2 if ds.layout == D.NIGHT else -3].removeprefix("source=")
+            paths.setdefault((source, p.name.removeprefix("date=")), []).append(rel)
+    for sdir in sorted(p for p in base.iterdir() if p.is_dir()):
+        dates = sorted(p.name for p in sdir.iterdir() if (p / SEQ_FILE).is_file())
+        before = None
+        for d in dates:
+            w.write_json(f"{STATE}/{sdir.name}/{d}/{NIGHT_FILE}", {
+                "date": d, "run_id": None, "version": 0, "prev": before, "before": before,
+                "paths": paths.get((sdir.name, d), [])})
+            before = d
+        if dates:
+            w.write_json(f"{STATE}/{sdir.name}/{INDEX_FILE}",
+                         {"source": sdir.name, "latest": dates[-1], "version": 0, "retained": {}})

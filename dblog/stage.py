@@ -30,9 +30,11 @@ def state_dates(root: DataRoot, source: str) -> list[str]:
 
 
 def previous_state(root: DataRoot, source: str, date: str) -> Path | None:
-    """State left by the latest night before ``date`` (so a rerun reads what the first run read)."""
-    earlier = [d for d in state_dates(root, source) if d < date]
-    return root.state(source) / earlier[-1] if earlier else None
+    """State left by the latest night before ``date`` (so a rerun reads what the first run
+    read); from the published per-source index, at a cost that does not grow with history."""
+    from .paths import previous_state as published_previous_state
+
+    return published_previous_state(root, source, date)
 
 
 def read_seq(state_dir: Path | None) -> int:

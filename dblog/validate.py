@@ -173,11 +173,14 @@ PREPARE = {"events": prepare_events, "changes": prepare_changes, "transactions":
 
 
 def write_checks(spark, manifest: dict, run_dir: Path, suites: tuple[str, ...] = SUITES) -> Path:
-    """Write the check dataset of each suite under ``<run_dir>/checks/<suite>/``."""
+    """Write the check dataset of each suite under ``<run_dir>/checks/<suite>/``.
+
+    Written as the data partitions it (never through one task: a check dataset can be as
+    large as the night, e.g. one row per change); adaptive execution coalesces the small ones
+    into a file or a few."""
     checks = Path(run_dir) / CHECKS
     for name in suites:
-        PREPARE[name](spark, manifest, run_dir).coalesce(1).write.mode("overwrite") \
-            .parquet(str(checks / name))
+        PREPARE[name](spark, manifest, run_dir).write.mode("overwrite").parquet(str(checks / name))
     return checks
 
 

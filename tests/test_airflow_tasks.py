@@ -92,12 +92,12 @@ def test_stage_per_source_then_merge(two_sources, tmp_path):
 def test_publish_refuses_failed_or_missing_validation(two_sources):
     out = at.plan({}, "2026-11-01", RUN_ID)
     with pytest.raises(AirflowFailException, match="no validation result"):
-        at.publish_source(out, "pos_solid")
+        at.publish_run(out)
     (Path(out["run_dir"]) / "validation.json").write_text(json.dumps(
         {"success": False, "failures": ["changes: expect_column_values_to_be_unique on event_id"],
          "results": []}))
     with pytest.raises(AirflowFailException) as err:
-        at.publish_source(out, "pos_solid")
+        at.publish_run(out)
     assert "nothing published" in str(err.value)
     assert "expect_column_values_to_be_unique on event_id" in str(err.value)
     assert "reports/2026-11-01/index.html" in str(err.value)

@@ -35,12 +35,25 @@ PARSE = textwrap.dedent("""
     from airflow.sdk.execution_time import context as ctx
     ctx._get_connection = forbid("connection lookup")
     ctx._get_variable = forbid("Variable lookup")
+    # every function of dblog.airflow_tasks the DAG file calls while it is parsed is recorded:
+    # the DAG may only read its schedule and the source names (and name the job files)
+    import dblog.airflow_tasks as at
+    called = []
+    def recorder(name, fn):
+        def wrapped(*a, **k):
+            called.append(name)
+            return fn(*a, **k)
+        return wrapped
+    for name, fn in list(vars(at).items()):
+        if callable(fn) and getattr(fn, "__module__", None) == at.__name__ and not isinstance(fn, type):
+            setattr(at, name, recorder(name, fn))
     heavy_before = {m for m in ("pyspark", "great_expectations", "pandas") if m in sys.modules}
     from airflow.dag_processing.dagbag import DagBag
     t0 = time.monotonic()
     bag = DagBag(dag_folder=sys.argv[1])
     took = time.monotonic() - t0
     out = {"errors": {k: str(v) for k, v in bag.import_errors.items()}, "seconds": took,
+           "called_at_parse": sorted(set(called)),
            "heavy": sorted(m for m in ("pyspark.sql", "great_expectations", "pandas")
                            if m in sys.modules and m not in heavy_before)}
     dag = bag.dags.get("dblog_nightly")
@@ -51,6 +64,7 @@ PARSE = textwrap.dedent("""
                 if t.execution_timeout else None, "pool": t.pool,
                 "trigger_rule": getattr(t.trigger_rule, "value", t.trigger_rule), "mapped": any(c.__name__ == "MappedOperator" for c in type(t).__mro__),
                 "upstream": sorted(t.upstream_task_ids), "type": type(t).__name__,
+                "bases": [c.__name__ for c in type(t).__mro__],
                 "outlets": [getattr(o, "uri", None) for o in (getattr(t, "outlets", None) or [])],
                 "conn_id": getattr(t, "_conn_id", None),
                 "application": getattr(t, "application", None),
@@ -100,6 +114,26 @@ def test_no_heavy_imports_at_parse_time(parsed):
     assert parsed["heavy"] == []
 
 
+def test_nothing_computed_at_parse_time_but_schedule_and_source_names(parsed):
+    """Of the task library, parsing calls only the cron, the source names and the job paths
+    (a string join); the Spark environment, the plan, the publish... run when a task runs."""
+    assert set(parsed["called_at_parse"]) <= {"schedule", "configured_source_names", "job_path"}
+    assert {"schedule", "configured_source_names"} <= set(parsed["called_at_parse"])
+
+
+def test_parse_time_recorder_sees_a_dag_that_computes_at_parse_time(tmp_path):
+    """The recorder of the guard is real: a DAG calling spark_env() at parse time shows it."""
+    bad = tmp_path / "env_dags"
+    bad.mkdir()
+    (bad / "env_at_parse.py").write_text(textwrap.dedent("""
+        from airflow.sdk import DAG
+        from dblog import airflow_tasks as at
+        ENV = at.spark_env()
+        with DAG("env_at_parse", schedule=None): pass
+    """))
+    assert parse_dags(tmp_path, bad)["called_at_parse"] == ["spark_env"]
+
+
 def test_parse_time_guard_catches_database_and_connection_access(tmp_path):
     """The guard of the import test is real: a DAG that touches a connection or a Variable
     at parse time fails to import under it."""
@@ -135,14 +169,14 @@ def test_stages_in_order(parsed):
     assert t["decode"]["upstream"] == ["merge_manifest"]
     assert t["order"]["upstream"] == ["decode"]
     assert t["validate"]["upstream"] == ["order"]
-    assert t["publish"]["upstream"] == ["plan", "validate", "wait_for_previous_night"]
+    assert t["publish"]["upstream"] == ["plan", "validate"]
     assert t["report"]["upstream"] == ["publish"]
     assert set(t["fail_if_any_task_failed"]["upstream"]) == set(t) - {"fail_if_any_task_failed"}
 
 
 def test_spark_stages_use_spark_submit_on_the_local_connection(parsed):
     t = parsed["dag"]["tasks"]
-    spark = {k for k, v in t.items() if v["type"] == "SparkSubmitOperator"}
+    spark = {k for k, v in t.items() if "SparkSubmitOperator" in v["bases"]}
     assert spark == {"decode", "order", "validate"}  # three JVM starts per night, whatever the sources
     for name in spark:
         assert t[name]["conn_id"] == "spark_local"
@@ -150,9 +184,9 @@ def test_spark_stages_use_spark_submit_on_the_local_connection(parsed):
         assert Path(t[name]["application"]).is_file()
 
 
-def test_mapped_per_source_and_publish_serialised(parsed):
+def test_stage_mapped_per_source_and_one_publish_serialised(parsed):
     t = parsed["dag"]["tasks"]
-    assert t["stage"]["mapped"] and t["publish"]["mapped"]
+    assert t["stage"]["mapped"] and not t["publish"]["mapped"]   # one atomic publish per run
     assert t["publish"]["pool"] == "dblog_publish"
     assert sorted(t["publish"]["outlets"]) == ["dblog://published/changes", "dblog://published/tables",
                                                "dblog://published/transactions"]

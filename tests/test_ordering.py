@@ -54,7 +54,7 @@ def test_every_format_publishes_what_the_generator_wrote(three_nights, source):
         seqs = sorted({r["commit_seq"] for r in rows})
         assert seqs == list(range(seq, seq + len(seqs))), f"{source} {d}: commit_seq continues"
         seq += len(seqs)
-        for a in read(root / "audit", source=source, date=d):
+        for a in read(root / "published" / "audit", source=source, date=d):
             assert a["records_read"] == a["published"] + a["control"] + a["skipped"] \
                 + a["held_open"] + a["quarantined"], a
             assert a["quarantined"] == 0
@@ -77,7 +77,7 @@ def test_held_transactions_finish_later(three_nights):
     _, root = three_nights
     carried = 0
     for s in SOURCES:
-        held_1 = {e["trx_id"] for e in read(root / "state" / s["name"] / DATES[0] / "held")}
+        held_1 = {e["trx_id"] for e in read(root / "published" / "state" / s["name"] / DATES[0] / "held")}
         later = {t["trx_id"]: t["status"] for t in read(root / "published" / "transactions", source=s["name"])
                  if t["date"] in DATES[1:]}
         carried += len(held_1 & set(later))
@@ -89,7 +89,7 @@ def test_open_transaction_later_rolled_back_publishes_nothing(three_nights):
     ended = []
     for s in SOURCES:
         for d0, d1 in zip(DATES, DATES[1:]):
-            held = {e["trx_id"] for e in read(root / "state" / s["name"] / d0 / "held")}
+            held = {e["trx_id"] for e in read(root / "published" / "state" / s["name"] / d0 / "held")}
             for t in read(root / "published" / "transactions", source=s["name"], date=d1):
                 if t["trx_id"] in held and t["status"] == "rolled_back":
                     ended.append((s["name"], t["trx_id"]))
@@ -133,7 +133,7 @@ def test_nights_without_commits_and_transactions_spanning_three_nights(spark, tm
     assert [(r["trx_id"], r["commit_seq"], r["event_seq"], json.loads(r["after"])["NAME_ID"]) for r in n3] == \
         [("3", 2, 1, 4), ("1", 3, 1, 1), ("1", 3, 2, 3), ("1", 3, 3, 5)]
     assert n3[1]["after"] == render(names, row(1))
-    audit2 = read(root / "audit", source="pos_solid", date=DATES[1])
+    audit2 = read(root / "published" / "audit", source="pos_solid", date=DATES[1])
     assert [(a["records_read"], a["held_open"]) for a in audit2] == [(3, 3)]
     trx2 = read(root / "published" / "transactions", source="pos_solid", date=DATES[1])
     assert trx2 == []

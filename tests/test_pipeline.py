@@ -45,7 +45,7 @@ def check_night(root: Path, source: str, date: str, seq_start: int) -> list[dict
         else:
             assert r["commit_seq"] == trx_seq[-1][1]
     assert [s for _, s in trx_seq] == list(range(seq_start, seq_start + len(trx_seq)))
-    audit = read(root / "audit", source=source, date=date)
+    audit = read(root / "published" / "audit", source=source, date=date)
     assert audit, "no audit rows"
     for a in audit:
         assert a["records_read"] == a["published"] + a["control"] + a["skipped"] + a["held_open"] \
@@ -100,7 +100,7 @@ def test_nights_carry_open_transactions_and_reruns_do_not_renumber(spark, tmp_pa
         seq = (rows[-1]["commit_seq"] + 1) if rows else seq
         per_night[d] = rows
     # transactions opened on night 1 and committed on night 2 are published on night 2 only
-    begun_1 = {e["trx_id"] for e in read(root / "state" / "pos_solid" / dates[0] / "held")}
+    begun_1 = {e["trx_id"] for e in read(root / "published" / "state" / "pos_solid" / dates[0] / "held")}
     assert begun_1, "the generator leaves some transactions open"
     assert begun_1 & {r["trx_id"] for r in per_night[dates[1]]}
     assert not begun_1 & {r["trx_id"] for r in per_night[dates[0]]}
@@ -134,11 +134,11 @@ def test_corrupt_records_quarantined_rest_published(spark, tmp_path, solid_confi
     lines[idx] = lines[idx][:-3]
     archive.write_bytes(b"\r\n".join(lines))
     assert run(solid_config, root, "2026-11-05") == 0
-    q = read(root / "quarantine", source="pos_solid", date="2026-11-05")
+    q = read(root / "published" / "quarantine", source="pos_solid", date="2026-11-05")
     assert [(r["archive_file"], r["record_offset"], r["error_class"]) for r in q] == \
         [(str(archive.relative_to(root / "landing")), offset, "corrupt")]
     assert "odd-length hex" in q[0]["message"]
-    audit = read(root / "audit", source="pos_solid", date="2026-11-05")
+    audit = read(root / "published" / "audit", source="pos_solid", date="2026-11-05")
     assert sum(a["quarantined"] for a in audit) == 1
     for a in audit:
         assert a["records_read"] == a["published"] + a["control"] + a["skipped"] + a["held_open"] \

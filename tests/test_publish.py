@@ -19,9 +19,10 @@ from pathlib import Path
 
 import pytest
 
+from dblog import datasets as D
 from dblog import publish as P
 from dblog.order import load_summary
-from dblog.paths import DataRoot
+from dblog.paths import DataRoot, previous_state
 from dblog.stage import load_manifest
 from tests import wap_nights as W
 
@@ -47,19 +48,23 @@ def staged(spark, tmp_path_factory):
     return root, run_dir, spare
 
 
-def without_marker(files: dict) -> dict:
-    return {k: v for k, v in files.items() if k != MARKER}
+def data_files(files: dict) -> dict:
+    """The dataset files of a published tree (state and the publish's own documents apart)."""
+    return {k: v for k, v in files.items() if not k.startswith(("state/", "_"))}
 
 
 def after_publish(before: dict, run_dir: Path) -> dict:
-    """published/ once night 2 is in: night 1's files plus the staged files of night 2."""
-    want = without_marker(before)
-    for dataset in ("changes", "transactions"):
-        part = Path(dataset) / f"source={W.SOURCE}" / f"date={W.DATE2}"
-        for rel, digest in W.tree(run_dir / part).items():
-            want[str(part / rel)] = digest
-    for rel, digest in W.tree(run_dir / "tables").items():
-        want[str(Path("tables") / rel)] = digest
+    """published/ once night 2 is in: night 1's files plus night 2's staged partitions of
+    every registered dataset (read from the staging folder, not from the publish code)."""
+    want = data_files(before)
+    for ds in D.published():
+        if ds.layout == D.NIGHT:
+            parts = [Path(ds.name) / f"source={W.SOURCE}" / f"date={W.DATE2}"]
+        else:
+            parts = [p.relative_to(run_dir) for p in (run_dir / ds.name / W.SOURCE).glob(f"*/date={W.DATE2}")]
+        for part in parts:
+            for rel, digest in W.tree(run_dir / part).items():
+                want[str(part / rel)] = digest
     return want
 
 
@@ -80,9 +85,9 @@ def test_publish_killed_at_every_step(staged):
     assert f"date={W.DATE1}" in "".join(before["files"])
     assert not any(f"date={W.DATE2}" in k for k in before["files"])
     want = after_publish(before["files"], run_dir)
-    assert any(f"date={W.DATE2}" in k for k in want)
+    assert any(k.startswith("audit/") and f"date={W.DATE2}" in k for k in want)
 
-    for step in P.FAILPOINTS[:-1]:           # every step before the swap
+    for step in P.FAILPOINTS[:P.FAILPOINTS.index("swapped")]:      # every step before the swap
         rc = publish_in_subprocess(run_dir, step)
         assert rc == -signal.SIGKILL, f"publish was not killed at {step}"
         assert W.published_state(root) == before, f"published/ changed by a publish killed at {step}"
@@ -91,55 +96,112 @@ def test_publish_killed_at_every_step(staged):
     assert publish_in_subprocess(run_dir, "swapped") == -signal.SIGKILL
     after_kill = W.published_state(root)
     assert after_kill["link"] != before["link"]
-    assert without_marker(after_kill["files"]) == want
+    assert data_files(after_kill["files"]) == want
 
     # and the same run publishes again, cleaning up what the killed attempts left
     assert publish_in_subprocess(run_dir, None) == 0
     final = W.published_state(root)
-    assert without_marker(final["files"]) == want
+    assert data_files(final["files"]) == want
     marker = json.loads((root / "published" / MARKER).read_text())
     assert marker["run_id"] == run_dir.name and marker["date"] == W.DATE2
-    versions = sorted(p.name for p in (root / ".published").iterdir() if p.name.startswith("v"))
+    versions = sorted(p.name for p in (root / ".published").iterdir() if P.VERSION_RE.match(p.name))
     assert len(versions) <= P.KEEP_VERSIONS
-    assert all((root / ".published" / v / MARKER).is_file() for v in versions), "half-built snapshot left"
+    assert not (root / ".published" / P.BUILDING).exists(), "half-built version left"
     assert not list(root.glob(P.LINK_PREFIX + "*"))
-    # quarantine/, audit/ and state/ hold night 2 as staged
-    for dataset in ("audit",):
-        part = Path(f"source={W.SOURCE}") / f"date={W.DATE2}"
-        assert W.tree(root / dataset / part) == W.tree(run_dir / dataset / part)
-    seq = json.loads((root / "state" / W.SOURCE / W.DATE2 / "seq.json").read_text())
+    # the state of night 2, published with it: held transactions and the last commit_seq
+    state = root / "published" / "state" / W.SOURCE / W.DATE2
+    seq = json.loads((state / "seq.json").read_text())
     assert seq["last_commit_seq"] == load_summary(run_dir)[W.SOURCE]["last_commit_seq"]
+    assert W.tree(state / "held") == W.tree(run_dir / "state" / "held" / f"source={W.SOURCE}")
+    # the next night continues from it
+    assert previous_state(DataRoot(root), W.SOURCE, "2026-11-03") == DataRoot(root).state(W.SOURCE) / W.DATE2
+    assert previous_state(DataRoot(root), W.SOURCE, W.DATE2) == DataRoot(root).state(W.SOURCE) / W.DATE1
 
 
-def test_reader_sees_old_or_new_night_never_a_mix(staged):
-    """A reader that resolves published/ once sees a complete snapshot, during publishes."""
+def second_run(run_dir: Path) -> Path:
+    """The same night staged again under another run id, with other file names (as a rerun's)."""
+    other = run_dir.parent / (run_dir.name + "_again")
+    shutil.copytree(run_dir, other)
+    for p in list(other.rglob("part-*")):
+        p.rename(p.with_name(p.name.replace("part-", "part-again-", 1)))
+    manifest = json.loads((other / "manifest.json").read_text())
+    manifest["run_id"] = other.name
+    (other / "manifest.json").write_text(json.dumps(manifest))
+    return other
+
+
+def test_readers_see_old_or_new_night_never_a_mix(spark, staged):
+    """Spark, pyarrow and DuckDB read published/<dataset> by path, over and over, while the
+    night is published and republished: every read returns the old night or the new one.
+    (A read whose listing straddles a swap can find a file of the version just replaced
+    gone: that read fails loudly and is retried; it never returns a mix.)"""
+    import duckdb
+    import pyarrow.dataset as pads
+
     _, src_run, root = staged
     run_dir = root / "staging" / src_run.name        # its manifest names the other root
-    before = W.published_state(root)
-    assert not any(f"date={W.DATE2}" in k for k in before["files"])
-    old, new = without_marker(before["files"]), after_publish(before["files"], run_dir)
-    old_names, new_names = set(old), set(new)
-    seen, bad, stop = [], [], threading.Event()
+    runs = [run_dir, second_run(run_dir)]
+    path = root / "published" / "changes"
 
-    def reader():
+    def fingerprint(rows) -> tuple:
+        rows = sorted(rows)
+        return (len(rows), hash(tuple(rows)))
+
+    def by_spark():
+        return fingerprint((r["date"].isoformat() if hasattr(r["date"], "isoformat") else str(r["date"]),
+                            r["commit_seq"], r["event_seq"])
+                           for r in spark.read.parquet(str(path)).select("date", "commit_seq", "event_seq").collect())
+
+    def by_pyarrow():
+        t = pads.dataset(str(path), format="parquet", partitioning="hive").to_table(
+            columns=["date", "commit_seq", "event_seq"])
+        return fingerprint(zip(map(str, t.column("date").to_pylist()), t.column("commit_seq").to_pylist(),
+                               t.column("event_seq").to_pylist()))
+
+    def by_duckdb():
+        con = duckdb.connect()
+        try:
+            return fingerprint(con.sql(
+                f"select cast(date as varchar), commit_seq, event_seq from read_parquet("
+                f"'{path}/**/*.parquet', hive_partitioning=true)").fetchall())
+        finally:
+            con.close()
+
+    readers = {"spark": by_spark, "pyarrow": by_pyarrow, "duckdb": by_duckdb}
+    before = W.published_state(root)["files"]
+    old = {name: read() for name, read in readers.items()}
+    assert len(set(old.values())) == 1, old
+    seen = {name: [] for name in readers}
+    retried = {name: 0 for name in readers}
+    errors: list[str] = []
+    stop = threading.Event()
+
+    def loop(name, read):
         while not stop.is_set():
-            snap = Path(os.path.realpath(root / "published"))
-            names = set()
-            for dirpath, _dirs, files in os.walk(snap):
-                names.update(str((Path(dirpath) / f).relative_to(snap)) for f in files)
-            names.discard(MARKER)
-            seen.append(len(names))
-            if names not in (old_names, new_names):
-                bad.append(sorted(names ^ new_names)[:5])
+            try:
+                seen[name].append(read())
+            except Exception as exc:  # noqa: BLE001 - a file of the replaced version vanished
+                if "No such file" in str(exc) or "FileNotFound" in str(exc) or "not found" in str(exc).lower():
+                    retried[name] += 1
+                else:
+                    errors.append(f"{name}: {exc}")
+                    return
 
-    t = threading.Thread(target=reader)
-    t.start()
+    threads = [threading.Thread(target=loop, args=item) for item in readers.items()]
+    for t in threads:
+        t.start()
     try:
-        manifest, summary = load_manifest(run_dir), load_summary(run_dir)
-        for _ in range(P.KEEP_VERSIONS - 1):         # a rerun replaces what it published
-            P.publish(DataRoot(root), manifest, run_dir, summary)
+        for i in range(4):                            # night 2, then reruns of it (other runs)
+            run = runs[i % 2]
+            P.publish(DataRoot(root), load_manifest(run), run, load_summary(run))
     finally:
         stop.set()
-        t.join()
-    assert len(seen) > 1 and not bad
-    assert without_marker(W.published_state(root)["files"]) == new
+        for t in threads:
+            t.join()
+    assert not errors, errors
+    new = {name: read() for name, read in readers.items()}
+    assert len(set(new.values())) == 1 and new != old
+    for name in readers:
+        assert seen[name], f"{name} never read during the publishes"
+        assert set(seen[name]) <= {old[name], new[name]}, f"{name} saw a mix"
+    assert data_files(W.published_state(root)["files"]) == after_publish(before, runs[1])

@@ -41,14 +41,14 @@ def test_good_night_passes_and_publishes(spark, base):
     published = spark.read.parquet(str(root / "published" / "changes")) \
         .filter(f"source = '{W.SOURCE}' and date = '{W.DATE1}'")
     assert published.count() == len(W.expected_changes(root, W.DATE1)) > 0
-    assert (root / "audit" / f"source={W.SOURCE}" / f"date={W.DATE1}").is_dir()
-    assert (root / "state" / W.SOURCE / W.DATE1 / "seq.json").is_file()
+    assert (root / "published" / "audit" / f"source={W.SOURCE}" / f"date={W.DATE1}").is_dir()
+    assert (root / "published" / "state" / W.SOURCE / W.DATE1 / "seq.json").is_file()
 
 
 def outside_state(root: Path) -> dict:
     """Everything a failed night must leave alone."""
     return {"published": W.published_state(root),
-            **{p: W.tree(root / p) for p in ("audit", "quarantine", "state")}}
+            **{p: W.tree(root / "published" / p) for p in ("audit", "quarantine", "state")}}
 
 
 def failed_expectations(run_dir: Path) -> set[str]:

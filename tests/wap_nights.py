@@ -122,7 +122,7 @@ def threshold_night(factory) -> dict:
         root = copy_root(factory, "threshold")
         broken = corrupt_archives(root / "landing" / SOURCE / DATE2)
         before = {"published": published_state(root),
-                  **{p: tree(root / p) for p in ("audit", "quarantine", "state")}}
+                  **{p: tree(root / "published" / p) for p in ("audit", "quarantine", "state")}}
         config = write_sources(root.parent, quarantine_threshold=0.1)
         rc, out = run_night(root, config, DATE2)
         _CACHE["threshold"] = {"root": root, "rc": rc, "out": out, "before": before, "broken": broken}
