@@ -19,6 +19,11 @@ def _find(rows, fmt, stage, master=None):
     return None
 
 
+def _r(x: float) -> float:
+    """Three significant figures: a ratio of 0.004 stays 0.004, not 0.0."""
+    return float(f"{x:.3g}")
+
+
 def ratios(report: dict) -> dict:
     """format -> {name: value} (None when the measurement was not made)."""
     rows = report["rows"]
@@ -30,14 +35,14 @@ def ratios(report: dict) -> dict:
             dec = _find(rows, fmt, "decode", m)
             udf = _find(rows, fmt, "udf", m)
             if dec and plain:
-                d[f"decode vs plain ({m})"] = round(plain["seconds"] / dec["seconds"], 2)
+                d[f"decode vs plain ({m})"] = _r(plain["seconds"] / dec["seconds"])
             if dec and udf:
-                d[f"decode vs udf ({m})"] = round(udf["seconds"] / dec["seconds"], 2)
+                d[f"decode vs udf ({m})"] = _r(udf["seconds"] / dec["seconds"])
             if udf and plain:
-                d[f"udf vs plain ({m})"] = round(plain["seconds"] / udf["seconds"], 2)
+                d[f"udf vs plain ({m})"] = _r(plain["seconds"] / udf["seconds"])
         d1, d2 = _find(rows, fmt, "decode", "local[1]"), _find(rows, fmt, "decode", "local[2]")
         if d1 and d2:
-            d["local[2] vs local[1]"] = round(d1["seconds"] / d2["seconds"], 2)
+            d["local[2] vs local[1]"] = _r(d1["seconds"] / d2["seconds"])
         big = _find(rows, fmt, "decode", report["meta"]["masters"][-1])
         small = _find(rows, fmt, "decode@N/10")
         if big and small and small["memory_mb"]["driver"]:

@@ -740,6 +740,12 @@ def prepare_net_changes(spark, manifest: dict, run_dir: Path):
     prev = read_mirror_staged(spark, run_dir, PREV_STAGED).select(*ids, F.col("row").alias("p_row"))
     cur = read_mirror_staged(spark, run_dir, ROWS_STAGED).select(*ids, F.col("row").alias("c_row"))
     net = read_mirror_staged(spark, run_dir, NET_CHANGES)
+    # a source whose previous mirror is past retention keeps what was published (carried, not
+    # rebuilt): there is no staged pair of mirrors to check its net changes against
+    carried = sorted(s for s, v in load_mirror_summary(run_dir).items()
+                     if v.get("previous", {}).get("mode") == "gone")
+    if carried:
+        net = net.filter(~F.col("source").isin(*carried))
     both = prev.join(cur, ids, "full")
     checked = net.join(both, ids, "left").select(
         *ids, "net_op",

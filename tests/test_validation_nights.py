@@ -36,8 +36,9 @@ def test_good_night_passes_and_publishes(spark, base):
     run = W.staged_run(root)
     validation = json.loads((run / "validation.json").read_text())
     assert validation["success"] is True
-    assert {r["suite"] for r in validation["results"]} == {"events", "changes", "transactions",
-                                                          "audit", "quarantine"}
+    assert {r["suite"] for r in validation["results"]} == {
+        "events", "changes", "transactions", "audit", "quarantine",
+        "mirror", "net_changes", "mirror_missing_base"}
     published = spark.read.parquet(str(root / "published" / "changes")) \
         .filter(f"source = '{W.SOURCE}' and date = '{W.DATE1}'")
     assert published.count() == len(W.expected_changes(root, W.DATE1)) > 0
