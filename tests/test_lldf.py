@@ -97,7 +97,7 @@ def test_layout_offsets_match_vendor_table():
                       ("len_segment", 182), ("num_segments", 184), ("segment_no", 186),
                       ("order_value", 188), ("uor_commit_lrsn", 192), ("pagenum_fmt", 287),
                       ("log_lrsn", 77), ("log_rba", 87), ("rid", 99), ("uor_commit_timestamp", 144)):
-        assert L.OFFSET[name] == off
+        assert L.HEADER.offset(name) == off
     h = E.encode_header(hdr(ct="UB", ov=0x01020304))
     assert h[104:106] == "UB".encode("cp037") == b"\xe4\xc2"
     assert h[188:192] == b"\x01\x02\x03\x04"
@@ -390,11 +390,10 @@ def test_length_smaller_than_288(rdw):
     q = quarantines(rows)
     assert len(q) == 1 and q[0]["error_class"] == "corrupt" and q[0]["record_offset"] == step
     assert "LENGTH" in q[0]["message"]
-    if rdw:   # the RDW frames the record: decoding goes on after it
-        assert [r["kind"] for r in rows] == ["change", "quarantine", "change", "change"]
-    else:     # nothing frames the rest: quarantined as one row
-        assert [r["kind"] for r in rows] == ["change", "quarantine"]
-        assert q[0]["n_records"] == 1
+    # the decoder resynchronises at the next plausible record: only the damaged one is lost
+    assert [r["kind"] for r in rows] == ["change", "quarantine", "change", "change"]
+    assert (q[0]["n_records"], q[0]["n_bytes"]) == (1, step)
+    assert [r["record_offset"] for r in rows] == [0, step, 2 * step, 3 * step]
 
 
 def test_longer_header_tolerated():
@@ -407,7 +406,7 @@ def test_longer_header_tolerated():
 
 def test_data_length_past_the_record():
     area = E.row_area(T2, None, ROW2)
-    bad = _with(288, L.LEN_AREA.pack(len(area) + 5))
+    bad = _with(288, L.LEN2.pack(len(area) + 5))
     rows = run(GOOD + bad + GOOD)
     q = quarantines(rows)
     assert [r["kind"] for r in rows] == ["change", "quarantine", "change"]
@@ -450,9 +449,10 @@ def test_bad_rdw():
     step = len(GOOD) + 4
     bad = data[:step] + b"\x00\x10\x00\x00" + data[step + 4:]       # length 16
     rows = run(bad, rdw=True)
-    assert [r["kind"] for r in rows] == ["change", "quarantine"]
+    assert [r["kind"] for r in rows] == ["change", "quarantine", "change"]   # resynchronised
     q = quarantines(rows)[0]
     assert q["error_class"] == "corrupt" and q["record_offset"] == step and "RDW" in q["message"]
+    assert q["n_bytes"] == step and rows[2]["record_offset"] == 2 * step
     flags = data[:step + 2] + b"\x80\x00" + data[step + 4:]        # spanned-record flags set
     assert quarantines(run(flags, rdw=True))[0]["record_offset"] == step
     # an RDW that disagrees with LENGTH + SEGLEN, but frames soundly: only that record
