@@ -52,7 +52,7 @@ ADDR_WIDTH = 8          # addr / link: 32 bits (MAX_ADDR)
 HEAD_DEC_WIDTH = 9      # len / xid / id
 TYPE_WIDTH = 16
 
-LINE_BLANK, LINE_DUMP, LINE_HEADER, LINE_RECORD = 0, 1, 2, 3
+LINE_BLANK, LINE_DUMP, LINE_HEADER, LINE_RECORD, LINE_INDENTED = 0, 1, 2, 3, 4
 
 
 def _pow(base: int, width: int) -> np.ndarray:
@@ -198,10 +198,18 @@ def _type_codes(mat: np.ndarray) -> np.ndarray:
 
 # ----------------------------------------------------------------- the text
 
-_BLANK_LINE = r"^[\t\n\v\f\r ]*$"
-_WS_RE = r"[\t\n\v\f\r ]"
-# a header line: the six column titles, any case, any white space (bytes.split())
-_HEADER_LINE = "(?i)^" + (_WS_RE + "+").join(L.HEADER) + _WS_RE + "*$"
+_WS_RE = r"[\t\n\v\f\r ]"                 # bytes.isspace()
+_BLANK_LINE = "^" + _WS_RE + "*$"
+# a header line: the six column titles (any case, any white space, leading white space too),
+# then possibly more titles (e.g. ``subtype specific-info``)
+_HEADER_LINE = "(?is)^" + _WS_RE + "*" + (_WS_RE + "+").join(L.HEADER) + "(?:" + _WS_RE + ".*)?$"
+# an ``onlog -l`` dump line: indented, groups of hex byte pairs (1 to 8 bytes each) separated
+# by one blank or tab, then optionally, after two or more blanks, a character rendering of
+# at most 20 printable characters (one per byte, 16 bytes a line, plus separators). An
+# indented record line does not pass: its columns are not hex pairs, or the text after its
+# first column is longer than a rendering.
+DUMP_LINE = (r"^[ \t]+(?:[0-9a-fA-F]{2}){1,8}(?:[ \t](?:[0-9a-fA-F]{2}){1,8})*"
+             r"(?:[ \t]{2,}[ -~]{1,20})?[ \t\r\n]*$")
 
 
 def _lines_array(data, starts: np.ndarray, size: int) -> pa.Array:
@@ -211,8 +219,17 @@ def _lines_array(data, starts: np.ndarray, size: int) -> pa.Array:
                                             [None, pa.py_buffer(offsets), pa.py_buffer(data)])
 
 
+def _matches(array: pa.Array, rows: np.ndarray, pattern: str) -> np.ndarray:
+    """Which of ``rows`` of ``array`` match ``pattern`` (RE2)."""
+    if not len(rows):
+        return np.zeros(0, dtype=bool)
+    got = pc.match_substring_regex(pc.take(array, pa.array(rows)), pattern)
+    return np.asarray(got.to_numpy(zero_copy_only=False), dtype=bool)
+
+
 class Text:
-    """The lines of one onlog text, classified: blank, dump (indented), header, record."""
+    """The lines of one onlog text, classified: blank, dump, header, record, and indented
+    lines that are none of those (``LINE_INDENTED``: quarantined, never dropped)."""
 
     def __init__(self, data) -> None:
         buf = self.buf = as_uint8(data)
@@ -238,34 +255,36 @@ class Text:
             indented = nonempty & WS[first]
             kind[nonempty & ~indented] = LINE_RECORD
             if indented.any():
-                # an indented line is blank only if its last byte is white space too
-                last = buf[np.maximum(ends - 1, 0)]
-                maybe = np.flatnonzero(indented & WS[last])
-                kind[indented] = LINE_DUMP
-                if len(maybe):
-                    blank = pc.match_substring_regex(pc.take(self.array, pa.array(maybe)),
-                                                     _BLANK_LINE)
-                    kind[maybe[np.asarray(blank.to_numpy(zero_copy_only=False), dtype=bool)]] = \
-                        LINE_BLANK
+                # one pass of RE2 over every line (record lines fail at their first byte)
+                dump = np.asarray(pc.match_substring_regex(self.array, DUMP_LINE)
+                                  .to_numpy(zero_copy_only=False), dtype=bool)
+                kind[indented & dump] = LINE_DUMP
+                rest = np.flatnonzero(indented & ~dump)
+                blank = _matches(self.array, rest, _BLANK_LINE)
+                head = _matches(self.array, rest, _HEADER_LINE)
+                kind[rest[head]] = LINE_HEADER
+                kind[rest[~blank & ~head]] = LINE_INDENTED
             # header lines: a first token starting with "addr" (any case) is not hex
             cand = np.flatnonzero(kind == LINE_RECORD)
             head4 = gather_left_safe(buf, starts[cand], ends[cand], 4) | 0x20
             maybe = cand[(head4 == np.frombuffer(b"addr", np.uint8)).all(axis=1)]
-            if len(maybe):
-                heads = pc.match_substring_regex(pc.take(self.array, pa.array(maybe)), _HEADER_LINE)
-                kind[maybe[np.asarray(heads.to_numpy(zero_copy_only=False), dtype=bool)]] = \
-                    LINE_HEADER
+            kind[maybe[_matches(self.array, maybe, _HEADER_LINE)]] = LINE_HEADER
         self.kind = kind
 
     def line(self, i: int) -> bytes:
         return bytes(self.buf[self.starts[i]:self.ends[i]])
 
+    def record_lines(self) -> np.ndarray:
+        """Lines that are records: record lines and indented lines that are not dumps."""
+        return np.flatnonzero((self.kind == LINE_RECORD) | (self.kind == LINE_INDENTED))
+
     def records(self) -> "Records":
-        return Records(self, np.flatnonzero(self.kind == LINE_RECORD))
+        return Records(self, self.record_lines())
 
 
 def is_header(line: bytes) -> bool:
-    return [t.lower() for t in line.split()] == [h.encode() for h in L.HEADER]
+    """Header line: the six column titles first (any case, any white space)."""
+    return [t.lower() for t in line.split()[:L.N_HEADER]] == [h.encode() for h in L.HEADER]
 
 
 def _counts(mask: np.ndarray) -> np.ndarray:
@@ -310,7 +329,7 @@ class Records:
         cr = e + 1 < off[1:]
         buf[e[cr] + 1] = 0x20
         self.s, self.e = s, e
-        fast = np.ones(nrec, dtype=bool)
+        fast = text.kind[lines] == LINE_RECORD
         odd = np.flatnonzero(((buf < 0x20) & (buf != 0x09)) | (buf > 0x7E))
         if len(odd):
             fast[np.searchsorted(s, odd, side="right") - 1] = False
@@ -374,7 +393,8 @@ class Records:
         if signed:
             s = s + ((e - s >= 2) & (self.buf[s] == 0x2D))
         count = self._nonhex if base == 16 else self._nondec
-        return (e > s) & (count[e] == count[s])
+        width = HEX_WIDTH if base == 16 else DEC_WIDTH     # wider: the careful path decides
+        return (e > s) & (e - s <= width) & (count[e] == count[s])
 
     # -- typed columns, per record type
     def _check_columns(self) -> None:

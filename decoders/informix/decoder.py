@@ -1,10 +1,20 @@
 """Decoder of Informix ``onlog`` text, one logical-log file at a time (SPEC section 3, informix).
 
-Lines: blank lines are ignored; header lines (``addr len type xid id link``) may repeat
-anywhere and are not records; a line starting with white space is a ``-l`` dump line of the
-record above it (kept in that record's raw text, never a record); every other line is a
-record line. ``record_offset`` is the record's 1-based line number, ``record_index`` counts
-record lines from 0.
+Lines: blank lines are ignored; header lines (the titles ``addr len type xid id link``
+first, any case and spacing, possibly more titles such as ``subtype specific-info``, even
+indented) may repeat anywhere and are not records; an indented line of hex byte groups
+(optionally followed by a character rendering: ``columns.DUMP_LINE``) is a ``-l`` dump line
+of the record above it (kept in that record's raw text, never a record); an indented line
+that is none of these is a record that is quarantined (``corrupt``; its columns, if they
+read, still place it in its transaction's chain); every other line is a record line.
+``record_offset`` is the record's 1-based line number, ``record_index`` counts record lines
+from 0.
+
+Record types: the table of ``formats/informix-onlog-record-types.txt`` plus the types IBM
+documents elsewhere (``layout.DOCUMENTED`` names the document of each: SBLOB records of smart
+large objects, ALLOCGENPG, ALTSPCOLSNEW/OLD, BEGWORK, BSPADD, two-phase commit records).
+Those are control records (of their transaction when inside one). A type no document lists
+is quarantined (``unknown_record_type``).
 
 Transactions (state carried from file to file and night to night, see ``_Trx``):
 
@@ -59,6 +69,10 @@ one is never ended, its rows stay held); a BEGIN whose own columns are bad is qu
 but still opens its transaction; columns beyond the documented ones are ignored (kept on the
 parsed ``Record``); a file name without ``_<uniqid>.txt`` makes the whole file one
 quarantine row (``n_records`` = its record lines) and passes the carry on unchanged.
+Numbers wider than 16 significant hex digits or 19 decimal digits are quarantined
+(``bad_value``) before any conversion (no 4,300-digit ``int()`` error, nothing the carry
+cannot serialise). A damaged carry entry is left out and reported as a quarantine row of no
+records (``n_records`` 0), never a crash.
 """
 
 from __future__ import annotations
@@ -104,46 +118,38 @@ def uniqid_of(name: str) -> int | None:
 
 @dataclass
 class Unit:
-    """One record line with the ``-l`` dump lines under it."""
+    """One record line with the ``-l`` dump lines under it (``indented``: an indented line
+    that is not a dump line; it is quarantined)."""
     line_no: int
     line: bytes
     complete: bool                 # the line ends with a newline
     dump: list[bytes] = field(default_factory=list)
+    indented: bool = False
 
     @property
     def raw(self) -> bytes:
         return b"\n".join([self.line, *self.dump])
 
 
-def is_header(line: bytes) -> bool:
-    return [t.lower() for t in line.split()] == [h.encode() for h in L.HEADER]
+is_header = COL.is_header
 
 
 def split_units(data: bytes) -> list[Unit]:
     """Record lines (with their dump lines) of one onlog text, in order."""
+    text = COL.Text(data)
     units: list[Unit] = []
     cur: Unit | None = None
-    pos, n, line_no = 0, len(data), 0
-    while pos < n:
-        end = data.find(b"\n", pos)
-        complete = end >= 0
-        if not complete:
-            end = n
-        line = data[pos:end]
-        pos = end + 1
-        line_no += 1
-        if line.endswith(b"\r"):
-            line = line[:-1]
-        if not line.strip():
+    for i, kind in enumerate(text.kind.tolist()):
+        if kind == COL.LINE_BLANK:
             continue
-        if line[:1].isspace():
+        if kind == COL.LINE_DUMP:
             if cur is not None:
-                cur.dump.append(line)
+                cur.dump.append(text.line(i))
             continue                  # a dump line under a header or at the top: no record
-        if is_header(line):
+        if kind == COL.LINE_HEADER:
             cur = None
             continue
-        cur = Unit(line_no, line, complete)
+        cur = Unit(i + 1, text.line(i), bool(text.complete[i]), indented=kind == COL.LINE_INDENTED)
         units.append(cur)
     return units
 
@@ -169,6 +175,9 @@ def _too_few(complete: bool, what: str, expected: int, actual: int) -> DecodeErr
 def _hex(tok: str, name: str) -> int:
     if not L.RE_HEX.fullmatch(tok):
         raise Corrupt(f"{name} is not hex", path=name, expected="hex digits", actual=tok[:40])
+    if len(tok.lstrip("0")) > L.MAX_HEX_DIGITS:
+        raise BadValue(f"{name} out of range", path=name,
+                       expected=f"at most {L.MAX_HEX_DIGITS} hex digits", actual=tok[:40])
     return int(tok, 16)
 
 
@@ -176,6 +185,10 @@ def _dec(tok: str, name: str, signed: bool = True) -> int:
     if not (L.RE_DEC if signed else L.RE_UDEC).fullmatch(tok):
         raise Corrupt(f"{name} is not decimal", path=name, expected="decimal digits",
                       actual=tok[:40])
+    # bounded before int(): no 4,300-digit conversion error, nothing the carry cannot hold
+    if len(tok.lstrip("-").lstrip("0")) > L.MAX_DEC_DIGITS:
+        raise BadValue(f"{name} out of range", path=name,
+                       expected=f"at most {L.MAX_DEC_DIGITS} decimal digits", actual=tok[:40])
     return int(tok)
 
 
@@ -306,10 +319,61 @@ class _Trx:
         return t
 
 
-def carry_in(carry: dict | None) -> dict[int, _Trx]:
+def _checked_int(v, bound: int, none_ok: bool = True) -> int | None:
+    if v is None and none_ok:
+        return None
+    if type(v) is not int or not 0 <= v <= bound:
+        raise ValueError(f"expected an integer in 0..{bound:#x}, got {str(v)[:40]!r}")
+    return v
+
+
+def _checked_str(v, none_ok: bool = False) -> str | None:
+    if v is None and none_ok:
+        return None
+    if not isinstance(v, str) or len(v) > 4096:
+        raise ValueError(f"expected a string, got {str(v)[:40]!r}")
+    return v
+
+
+def _trx_from_carry(d) -> _Trx:
+    """One carried transaction, every field checked (a damaged state file must not crash
+    the night nor put out-of-range values into the next carry)."""
+    if not isinstance(d, dict):
+        raise ValueError("not an object")
+    t = _Trx(_checked_str(d.get("trx")), _checked_str(d.get("user"), True),
+             _checked_int(d.get("last"), L.MAX_ADDR))
+    undo = d.get("undo") or []
+    if not isinstance(undo, list):
+        raise ValueError("undo is not a list")
+    t.undo = [_checked_str(u) for u in undo]
+    f = d.get("fold")
+    if f:
+        if not isinstance(f, dict):
+            raise ValueError("fold is not an object")
+        big = (1 << 64) - 1
+        t.fold = _Fold(None, _checked_str(f.get("owner")), bool(f.get("after")),
+                       _checked_int(f.get("tbl"), big), _checked_int(f.get("row"), big))
+    return t
+
+
+def carry_in(carry: dict | None, problems: list | None = None) -> dict[int, _Trx]:
+    """The transactions carried in. A damaged entry is left out and described in
+    ``problems`` (the decoder quarantines it as a row of no records)."""
+    problems = [] if problems is None else problems
     if not carry:
         return {}
-    return {int(xid): _Trx.from_json(d) for xid, d in (carry.get("open") or {}).items()}
+    if not isinstance(carry, dict) or not isinstance(carry.get("open") or {}, dict):
+        problems.append("carry is not {\"open\": {xid: transaction}}")
+        return {}
+    out: dict[int, _Trx] = {}
+    for xid, d in (carry.get("open") or {}).items():
+        try:
+            if not (isinstance(xid, str) and xid.isdigit() and len(xid) <= L.MAX_DEC_DIGITS):
+                raise ValueError(f"xid {str(xid)[:40]!r} is not a decimal number")
+            out[int(xid)] = _trx_from_carry(d)
+        except ValueError as exc:
+            problems.append(f"carried transaction of xid {str(xid)[:40]}: {exc}")
+    return out
 
 
 # ----------------------------------------------------------------- the decoder
@@ -350,6 +414,18 @@ class _Decoder:
     # -- one record line
     def record(self, unit: Unit, index: int) -> None:
         header: dict = {}
+        if unit.indented:
+            # quarantined; what its columns say still places it (a record line indented by
+            # damage keeps its transaction's chain going, like any malformed record)
+            try:
+                parse_record(unit.line.decode("utf-8"), unit.complete, header)
+            except (DecodeError, UnicodeDecodeError):
+                pass
+            self.malformed(unit, index, Corrupt(
+                "indented line is not an onlog -l dump line", path="column 1",
+                expected="hex byte groups, optionally a character rendering",
+                actual=unit.line.decode("utf-8", "replace").strip()[:40]), header)
+            return
         try:
             try:
                 text = unit.line.decode("utf-8")
@@ -522,19 +598,27 @@ _HANDLERS = {L.COMMIT: _Decoder.commit, L.ROLLBACK: _Decoder.rollback, L.CLR: _D
 
 def decode(data: bytes, ctx: DecodeContext, sink: EventSink) -> dict:
     """Decode one onlog text; returns the carry-out (the transactions still open)."""
-    state = carry_in(ctx.carry)
+    problems: list[str] = []
+    state = carry_in(ctx.carry, problems)
+    for p in problems:
+        err = Corrupt(f"decoder state from the previous archive is damaged: {p}",
+                      path="carry", expected="the carry this decoder writes", actual=p[:60])
+        err.located(archive=ctx.archive)
+        sink.quarantine(err, 0, 0, None, n_records=0, n_bytes=0)
     text = COL.Text(data)
     uniqid = uniqid_of(ctx.archive)
     if uniqid is None or uniqid > L.MAX_ADDR:
-        rec_lines = np.flatnonzero(text.kind == COL.LINE_RECORD)
+        rec_lines = text.record_lines()
         if len(rec_lines):  # no position can be given to anything: the file is one quarantine row
             line_no = int(rec_lines[0]) + 1
             err = Corrupt("archive name does not end in _<uniqid>.txt", path="archive name",
                           expected="..._<decimal uniqid>.txt", actual=ctx.archive[-60:])
             err.located(archive=ctx.archive, path=f"line {line_no}", record_index=0)
             sink.quarantine(err, line_no, 0, data, n_records=len(rec_lines))
-        return dict(ctx.carry) if ctx.carry else {"version": CARRY_VERSION, "uniqid": None,
-                                                  "open": {}}
+        prev = ctx.carry.get("uniqid") if isinstance(ctx.carry, dict) else None
+        return {"version": CARRY_VERSION,
+                "uniqid": prev if type(prev) is int and 0 <= prev <= L.MAX_ADDR else None,
+                "open": {str(xid): t.to_json() for xid, t in sorted(state.items())}}
     recs = text.records()
     out = _Columnar(ctx, uniqid, text, recs, state).run(sink)
     return {"version": CARRY_VERSION, "uniqid": uniqid,
@@ -618,7 +702,8 @@ class _Columnar:
             if t.kind[j] == COL.LINE_DUMP:
                 dump.append(t.line(j))
             j += 1
-        return Unit(line + 1, t.line(line), bool(t.complete[line]), dump)
+        return Unit(line + 1, t.line(line), bool(t.complete[line]), dump,
+                    t.kind[line] == COL.LINE_INDENTED)
 
     def run(self, sink: EventSink) -> dict:
         recs, uniqid = self.recs, self.uniqid
