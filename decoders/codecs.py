@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import math
+import re
 import struct
 from decimal import Context, Decimal, InvalidOperation
 
@@ -187,6 +188,38 @@ def make_timestamp(year: int, month: int, day: int, hour: int, minute: int, seco
         raise BadValue(f"{what} out of range", expected="a date and time",
                        actual=f"{year:04d}-{month:02d}-{day:02d} {hour:02d}:{minute:02d}:"
                               f"{second:02d}.{microsecond:06d}") from exc
+
+
+# Character dates and times (Log Master's external format, Db2 ISO): ASCII bytes (callers
+# translate EBCDIC first); ``vectors.char_dates`` / ``char_times`` / ``char_timestamps`` are
+# the vectorised twins.
+_CHAR_DATE = re.compile(rb"(\d{4})-(\d\d)-(\d\d)")
+_CHAR_TIME = re.compile(rb"(\d\d)[.:](\d\d)[.:](\d\d)")
+_CHAR_TIMESTAMP = re.compile(rb"(\d{4})-(\d\d)-(\d\d)[-T ](\d\d)[.:](\d\d)[.:](\d\d)\.(\d{6})")
+
+
+def _char(text: bytes, pattern, build, what: str):
+    m = pattern.fullmatch(text)
+    if m is None:
+        raise BadValue(f"{what} is not in ISO character format", expected=what,
+                       actual=text.decode("ascii", "replace"))
+    return build(*map(int, m.groups()), what=what)
+
+
+def char_date(text: bytes) -> _dt.date:
+    """``YYYY-MM-DD``."""
+    return _char(text, _CHAR_DATE, make_date, "DATE")
+
+
+def char_time(text: bytes) -> _dt.time:
+    """``HH.MM.SS`` (or ``HH:MM:SS``)."""
+    return _char(text, _CHAR_TIME, make_time, "TIME")
+
+
+def char_timestamp(text: bytes) -> _dt.datetime:
+    """``YYYY-MM-DD-HH.MM.SS.NNNNNN`` (also ``T`` or blank between date and time, ``:`` in
+    the time)."""
+    return _char(text, _CHAR_TIMESTAMP, make_timestamp, "TIMESTAMP")
 
 
 def decode_db2_date(raw: bytes) -> _dt.date:

@@ -160,15 +160,16 @@ def split_ranges(starts: np.ndarray, size: int, target: int, allowed: np.ndarray
 # ----------------------------------------------------------------- positions as text
 
 _HEX_UPPER = np.frombuffer(b"".join(b"%02X" % i for i in range(256)), dtype=np.uint8).reshape(256, 2)
+_HEX_PAIRS = _HEX_UPPER.copy().view(np.uint16).reshape(256)    # the same two characters as one item
 
 
 def hex_bytes(rows: np.ndarray) -> pa.Array:
     """Upper-case hex of each row of an ``(n, w)`` uint8 array (fixed-width positions)."""
     rows = np.ascontiguousarray(rows, dtype=np.uint8)
     n, w = rows.shape if rows.ndim == 2 else (len(rows), 1)
-    digits = _HEX_UPPER[rows.reshape(n, w)].reshape(n, 2 * w)
+    digits = _HEX_PAIRS[rows.reshape(n, w)]             # two characters per byte, one lookup
     offsets = (np.arange(n + 1, dtype=np.int32) * (2 * w)).astype(np.int32)
-    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(digits.tobytes()))
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(digits))
 
 
 def hex_ints(values: np.ndarray, width: int) -> pa.Array:

@@ -228,12 +228,21 @@ def render_rows(columns: Sequence, arrays: Sequence[pa.Array], n: int | None = N
     """One JSON object per row: ``{"A": 1, "B": "x"}`` (keys in catalog order)."""
     if len(columns) != len(arrays):
         raise ValueError(f"{len(arrays)} arrays for {len(columns)} columns")
+    return join_rows(columns, [render_values(col, arr) for col, arr in zip(columns, arrays)], n)
+
+
+def join_rows(columns: Sequence, texts: Sequence[pa.Array], n: int | None = None) -> pa.Array:
+    """One JSON object per row from the JSON text of each column's values (what
+    ``render_values`` gives, ``null`` for nulls): for decoders that render a column in parts
+    (e.g. a 4-byte float column whose values are singles in some rows, doubles in others)."""
+    if len(columns) != len(texts):
+        raise ValueError(f"{len(texts)} texts for {len(columns)} columns")
     if not columns:
         return pa.repeat(pa.scalar("{}"), n or 0)
     pieces = []
-    for i, (col, arr) in enumerate(zip(columns, arrays)):
+    for i, (col, text) in enumerate(zip(columns, texts)):
         pieces.append(pa.scalar(("{" if i == 0 else ", ") + json.dumps(col.name) + ": "))
-        pieces.append(render_values(col, arr))
+        pieces.append(text)
     pieces.append(pa.scalar("}"))
     return pc.binary_join_element_wise(*pieces, _EMPTY)
 

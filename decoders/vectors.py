@@ -277,3 +277,222 @@ def db2_timestamps(rows: np.ndarray) -> tuple[pa.Array, np.ndarray]:
     total = ((days * 24 + h) * 60 + mi) * 60 + s
     total = np.where(bad, 0, total * 1_000_000 + us)
     return pa.array(total, pa.timestamp("us"), mask=bad), bad
+# --------------------------------------------------------------------------- single-byte code pages
+# (EBCDIC and other code pages of one byte per character: every row translated at once)
+
+
+@lru_cache(maxsize=64)
+def sbcs_utf8(encoding: str):
+    """(utf8 uint8[256, 4], utf8_len int64[256], decodable bool[256]) of a single-byte code
+    page (every byte one character), else None: the UTF-8 bytes of each byte's character."""
+    try:
+        info = _codecs.lookup(encoding)
+    except LookupError:
+        return None
+    out = np.zeros((256, 4), dtype=np.uint8)
+    lens = np.zeros(256, dtype=np.int64)
+    ok = np.zeros(256, dtype=bool)
+    for b in range(256):
+        try:
+            ch = info.decode(bytes([b]))[0]
+        except (UnicodeDecodeError, ValueError):
+            if _lead_byte(info, b):
+                return None                     # a multi-byte encoding (utf-8, shift_jis ...)
+            continue
+        if len(ch) != 1:
+            return None
+        u = ch.encode("utf-8")
+        out[b, :len(u)] = np.frombuffer(u, dtype=np.uint8)
+        lens[b] = len(u)
+        ok[b] = True
+    return out, lens, ok
+
+
+def _lead_byte(info, b: int) -> bool:
+    """Does byte ``b`` start a character of two or more bytes in this encoding?"""
+    for x in range(256):
+        try:
+            if len(info.decode(bytes([b, x]))[0]) == 1:
+                return True
+        except (UnicodeDecodeError, ValueError):
+            continue
+    return False
+
+
+def text_sbcs(raw: np.ndarray, offsets: np.ndarray, encoding: str) -> tuple[pa.Array, np.ndarray]:
+    """Strings of a single-byte code page (``sbcs_utf8`` not None), whole rows translated to
+    UTF-8 at once, whatever their characters: (string array, bad mask). A row holding a byte
+    the code page does not define is bad (``codecs.decode_text`` raises there) and null."""
+    table = sbcs_utf8(encoding)
+    if table is None:
+        raise ValueError(f"{encoding} is not a single-byte code page")
+    utf8, ulen, ok = table
+    raw = np.asarray(raw, dtype=np.uint8)
+    offsets = np.asarray(offsets, dtype=np.int64)
+    n = len(offsets) - 1
+    bad = np.zeros(n, dtype=bool)
+    if not len(raw):
+        body, new_offsets = raw, np.zeros(n + 1, dtype=np.int64)
+    else:
+        if not ok.all():
+            bad_cum = np.concatenate(([0], np.cumsum(~ok[raw])))
+            bad = (bad_cum[offsets[1:]] - bad_cum[offsets[:-1]]) > 0
+        width = int(ulen.max())
+        if width == 1:
+            body, new_offsets = utf8[raw, 0], offsets
+        else:
+            per_byte = ulen[raw]
+            if width == 2:                       # Latin-1 range code pages (EBCDIC ones)
+                wide = np.ascontiguousarray(utf8[:, :2])[raw]
+                keep = np.empty((len(raw), 2), dtype=bool)
+                keep[:, 0] = per_byte > 0
+                keep[:, 1] = per_byte == 2
+            else:
+                wide = utf8[raw]
+                keep = np.arange(4)[None, :] < per_byte[:, None]
+            body = wide[keep]
+            new_offsets = np.concatenate(([0], np.cumsum(per_byte)))[offsets]
+    validity = None
+    if bad.any():
+        validity = pa.py_buffer(np.packbits(~bad, bitorder="little").tobytes())
+    body = pa.py_buffer(np.ascontiguousarray(body))
+    if new_offsets[-1] < 2**31:
+        arr = pa.StringArray.from_buffers(n, pa.py_buffer(new_offsets.astype(np.int32)), body, validity)
+    else:
+        arr = pa.LargeStringArray.from_buffers(n, pa.py_buffer(new_offsets), body, validity)
+    return arr, bad
+
+
+def flat(buf, starts, lengths) -> tuple[np.ndarray, np.ndarray]:
+    """The bytes of every ``buf[start:start + length]`` concatenated, and their offsets."""
+    return _flat(as_uint8(buf), starts, lengths)
+
+
+def ascii_rows(rows: np.ndarray, encoding: str) -> np.ndarray | None:
+    """Fixed-width rows of text in ``encoding`` as ASCII bytes (non-ASCII characters become
+    0x00), for parsing digits and separators; None when the encoding is neither
+    ASCII-compatible nor a single-byte code page."""
+    rows = np.asarray(rows, dtype=np.uint8)
+    if _ascii_compatible(encoding):
+        return np.where(rows < 0x80, rows, 0).astype(np.uint8)
+    table = _single_byte_table(encoding)
+    if table is None:
+        return None
+    to_ascii, is_ascii = table
+    return np.where(is_ascii[rows], to_ascii[rows], 0).astype(np.uint8)
+
+
+# --------------------------------------------------------------------------- integers, IBM float
+
+def ints_be(rows: np.ndarray, signed: bool = True) -> np.ndarray:
+    """Big-endian integers of an ``(n, w)`` uint8 array (w = 1, 2, 4, 8) as int64 (uint64
+    for unsigned 8-byte values)."""
+    rows = np.ascontiguousarray(rows, dtype=np.uint8)
+    n, w = rows.shape
+    if w not in (1, 2, 4, 8):
+        raise ValueError(f"no {w}-byte integers")
+    kind = ("i" if signed else "u") + str(w)
+    vals = rows.view(">" + kind if w > 1 else kind).reshape(n)
+    return vals.astype(np.uint64 if (w == 8 and not signed) else np.int64)
+
+
+def ibm_floats(rows: np.ndarray) -> np.ndarray:
+    """IBM System/360 hexadecimal floats (4 or 8 bytes, big-endian) as float64, the value
+    ``codecs.decode_ibm_float`` gives (the fraction rounded once to 53 bits, then scaled
+    exactly: every IBM exponent lies inside the double's normal range)."""
+    rows = np.ascontiguousarray(rows, dtype=np.uint8)
+    n, w = rows.shape
+    if w == 4:
+        bits = rows.view(">u4").reshape(n).astype(np.uint64)
+        frac_bits, frac_mask = 24, np.uint64(0xFFFFFF)
+        sign = (bits >> np.uint64(31)) & np.uint64(1)
+        exp = (bits >> np.uint64(24)) & np.uint64(0x7F)
+    elif w == 8:
+        bits = rows.view(">u8").reshape(n)
+        frac_bits, frac_mask = 56, np.uint64(0xFFFFFFFFFFFFFF)
+        sign = bits >> np.uint64(63)
+        exp = (bits >> np.uint64(56)) & np.uint64(0x7F)
+    else:
+        raise ValueError("IBM hex float must be 4 or 8 bytes")
+    frac = (bits & frac_mask).astype(np.int64).astype(np.float64)
+    mag = np.ldexp(frac, (4 * (exp.astype(np.int64) - 64) - frac_bits).astype(np.int32))
+    return np.where(sign.astype(bool), -mag, mag)
+
+
+# --------------------------------------------------------------------------- dates and times
+
+def _digits(rows: np.ndarray, cols) -> tuple[np.ndarray, np.ndarray]:
+    """The number written by ASCII digits at ``cols`` of each row, and the not-digits mask."""
+    sub = rows[:, list(cols)].astype(np.int64) - ord("0")
+    bad = ((sub < 0) | (sub > 9)).any(axis=1)
+    val = np.zeros(len(rows), dtype=np.int64)
+    for k in range(sub.shape[1]):
+        val = val * 10 + np.clip(sub[:, k], 0, 9)
+    return val, bad
+
+
+def _is(rows: np.ndarray, col: int, chars: bytes) -> np.ndarray:
+    got = rows[:, col]
+    ok = np.zeros(len(rows), dtype=bool)
+    for c in chars:
+        ok |= got == c
+    return ok
+
+
+def char_dates(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``YYYY-MM-DD`` (ASCII rows of 10 bytes) -> datetime64[D], bad mask; the per-value
+    twin is ``codecs.char_date``."""
+    rows = np.asarray(rows, dtype=np.uint8)
+    y, b1 = _digits(rows, range(0, 4))
+    m, b2 = _digits(rows, (5, 6))
+    d, b3 = _digits(rows, (8, 9))
+    bad = b1 | b2 | b3 | ~_is(rows, 4, b"-") | ~_is(rows, 7, b"-") | ~_valid_date(y, m, d)
+    days = np.where(bad, 0, _days_from_civil(y, np.where(bad, 1, m), d))
+    return days.astype("datetime64[D]"), bad
+
+
+def _hms(rows, at: int, seps: bytes):
+    h, b1 = _digits(rows, (at, at + 1))
+    mi, b2 = _digits(rows, (at + 3, at + 4))
+    s, b3 = _digits(rows, (at + 6, at + 7))
+    bad = b1 | b2 | b3 | ~_is(rows, at + 2, seps) | ~_is(rows, at + 5, seps)
+    bad |= (h > 23) | (mi > 59) | (s > 59)
+    return (h * 3600 + mi * 60 + s) * 1_000_000, bad
+
+
+def char_times(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``HH.MM.SS`` or ``HH:MM:SS`` (ASCII rows of 8 bytes) -> microseconds of the day (int64),
+    bad mask; the per-value twin is ``codecs.char_time``."""
+    rows = np.asarray(rows, dtype=np.uint8)
+    us, bad = _hms(rows, 0, b".:")
+    return np.where(bad, 0, us), bad
+
+
+def char_timestamps(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``YYYY-MM-DD-HH.MM.SS.NNNNNN`` (also ``T`` or blank between date and time, ``:`` in the
+    time; ASCII rows of 26 bytes) -> datetime64[us], bad mask; the per-value twin is
+    ``codecs.char_timestamp``."""
+    rows = np.asarray(rows, dtype=np.uint8)
+    days, bad = char_dates(rows[:, :10])
+    us, b2 = _hms(rows, 11, b".:")
+    frac, b3 = _digits(rows, range(20, 26))
+    bad = bad | b2 | b3 | ~_is(rows, 10, b"-T ") | ~_is(rows, 19, b".")
+    total = days.astype(np.int64) * 86_400_000_000 + us + frac
+    return np.where(bad, 0, total).astype("datetime64[us]"), bad
+
+
+def bcd_timestamps(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Timestamps written as decimal digits in nibbles, ``YYYYMMDDHHMMSS`` then 6 or more
+    fraction digits (Log Master's BIN(17): 34 digits): datetime64[us] (fraction digits beyond
+    microseconds truncated), the bad mask (a nibble above 9 anywhere, not a date and time) and
+    the all-zero mask (no timestamp, not bad). The first 10 bytes are ``db2_timestamps``."""
+    rows = np.ascontiguousarray(rows, dtype=np.uint8)
+    if rows.ndim != 2 or rows.shape[1] < 10:
+        raise ValueError(f"a BCD timestamp needs at least 10 bytes, got shape {rows.shape}")
+    ts, bad = db2_timestamps(rows[:, :10])
+    if rows.shape[1] > 10:
+        bad = bad | (nibbles(rows[:, 10:]) > 9).any(axis=1)
+    zero = ~rows.any(axis=1)
+    bad &= ~zero
+    out = ts.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False)
+    return np.where(bad | zero, 0, out).astype("datetime64[us]"), bad, zero

@@ -19,7 +19,7 @@ from dblog.synthcmd import synth
 from .conftest import write_config
 
 pytestmark = pytest.mark.spark
-SPLITTABLE = ["fin_rdb"]          # grows as the format engineers add split()
+SPLITTABLE = ["fin_rdb", "core_zos"]          # grows as the format engineers add split()
 
 
 def _events(run_dir: Path) -> list[dict]:
@@ -32,7 +32,9 @@ def _events(run_dir: Path) -> list[dict]:
 @pytest.fixture(scope="module")
 def night(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("ranges")
-    cfg = write_config(tmp, [{"name": "fin_rdb", "format": "rdb", "timezone": "Europe/Berlin"}])
+    cfg = write_config(tmp, [{"name": "fin_rdb", "format": "rdb", "timezone": "Europe/Berlin"},
+                             {"name": "core_zos", "format": "lldf",
+                              "options": {"codepage": "cp037", "rdw": True}}])
     config = load_config(cfg)
     root = DataRoot(tmp / "data")
     synth(config, config.select(None), root, dt.date(2026, 11, 1), 1, 150)

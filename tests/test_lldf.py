@@ -57,11 +57,17 @@ def ctx(catalog=CATALOG, rdw=False, archive="a.dat", codepage="cp037"):
                          options={"rdw": rdw, "codepage": codepage})
 
 
-def run(data: bytes, rdw=False, catalog=CATALOG, archive="a.dat") -> list[dict]:
+def run(data: bytes, rdw=False, catalog=CATALOG, archive="a.dat", records: int | None = None
+        ) -> list[dict]:
+    """Decode; ``records``: how many records the test wrote (counted where it built the
+    archive, not by the decoder): the rows must account for exactly those, and for every
+    byte."""
     sink = EventSink("core_zos", "lldf", archive)
     decode(data, ctx(catalog, rdw, archive), sink)
     rows = sink.rows()
-    assert sum(r["n_records"] for r in rows) == sink.records_read
+    assert sum(r["n_bytes"] for r in rows) == len(data)
+    if records is not None:
+        assert sum(r["n_records"] for r in rows) == records
     return rows
 
 
@@ -97,7 +103,7 @@ def test_layout_offsets_match_vendor_table():
                       ("len_segment", 182), ("num_segments", 184), ("segment_no", 186),
                       ("order_value", 188), ("uor_commit_lrsn", 192), ("pagenum_fmt", 287),
                       ("log_lrsn", 77), ("log_rba", 87), ("rid", 99), ("uor_commit_timestamp", 144)):
-        assert L.OFFSET[name] == off
+        assert L.HEADER.offset(name) == off
     h = E.encode_header(hdr(ct="UB", ov=0x01020304))
     assert h[104:106] == "UB".encode("cp037") == b"\xe4\xc2"
     assert h[188:192] == b"\x01\x02\x03\x04"
@@ -242,7 +248,7 @@ def test_update_insert_delete_records():
     data = (rec(hdr(ct="UB", ov=2), E.row_area(T1, ROW1, ROW1B))
             + rec(hdr(T2, ct="I ", ov=1, lrsn=0x0900), E.row_area(T2, None, ROW2))
             + rec(hdr(ct="D ", ov=3, lrsn=0x1100), E.row_area(T1, ROW1B, None)))
-    rows = run(data)
+    rows = run(data, records=3)
     assert [r["kind"] for r in rows] == ["change"] * 3
     u, i, d = rows
     assert (u["op"], i["op"], d["op"]) == ("u", "c", "d")
@@ -281,7 +287,7 @@ def test_dispositions_truncates_ddl_control():
         rec(hdr(ct="CM", disp=" "), E.encode_area("-STOP DB".encode("cp037"))),
         rec(hdr(ct="SC", disp=" "), b""),
     ])
-    rows = run(data)
+    rows = run(data, records=12)
     kinds = [(r["kind"], r["rule"], r["op"]) for r in rows]
     assert kinds == [("skip", "lldf_uor_aborted", None), ("skip", "lldf_logrecdisp_S", None),
                      ("skip", "lldf_logrecdisp_O", None), ("change", None, "c"),
@@ -307,13 +313,13 @@ def _segmented(area: bytes, cuts, fields=None, archives=2, rdw=False):
     files = [E.write_file(recs[i::archives], rdw=rdw) for i in range(archives)]
     rows = []
     for i, f in enumerate(files):
-        rows += run(f, rdw=rdw, archive=f"seg{i}.dat")
+        rows += run(f, rdw=rdw, archive=f"seg{i}.dat", records=len(recs[i::archives]))
     return rows
 
 
 def test_segments_at_every_boundary():
     area = E.row_area(T1, ROW1, ROW1B)
-    whole = run(rec(hdr(ct="UB"), area))[0]
+    whole = run(rec(hdr(ct="UB"), area), records=1)[0]
     n = len(area)
     cut_sets = [[k] for k in range(1, n)] + [[1, n - 1], [2, n // 2, n - 2], list(range(1, n, 7))]
     for cuts in cut_sets:
@@ -360,7 +366,7 @@ def test_missing_segment_is_incomplete_with_offsets():
     area = E.row_area(T1, ROW1, ROW1B)
     recs = E.encode_records(hdr(ct="UB"), area, pieces=E.split_area(area, [10, 40]))
     data = recs[2] + recs[0]                        # segment 2 never arrives
-    rows = run(data, archive="x.dat")
+    rows = run(data, archive="x.dat", records=2)
     with pytest.raises(IncompleteSegments) as ei:
         assemble_segments(rows)
     err = ei.value
@@ -385,21 +391,20 @@ def _with(field_off: int, raw: bytes, record: bytes = GOOD) -> bytes:
 def test_length_smaller_than_288(rdw):
     bad = _with(0, b"\x01\x1f")
     data = E.write_file([GOOD, bad, GOOD, GOOD], rdw=rdw)
-    rows = run(data, rdw=rdw)
+    rows = run(data, rdw=rdw, records=4)
     step = len(GOOD) + (4 if rdw else 0)
     q = quarantines(rows)
     assert len(q) == 1 and q[0]["error_class"] == "corrupt" and q[0]["record_offset"] == step
     assert "LENGTH" in q[0]["message"]
-    if rdw:   # the RDW frames the record: decoding goes on after it
-        assert [r["kind"] for r in rows] == ["change", "quarantine", "change", "change"]
-    else:     # nothing frames the rest: quarantined as one row
-        assert [r["kind"] for r in rows] == ["change", "quarantine"]
-        assert q[0]["n_records"] == 1
+    # the decoder resynchronises at the next plausible record: only the damaged one is lost
+    assert [r["kind"] for r in rows] == ["change", "quarantine", "change", "change"]
+    assert (q[0]["n_records"], q[0]["n_bytes"]) == (1, step)
+    assert [r["record_offset"] for r in rows] == [0, step, 2 * step, 3 * step]
 
 
 def test_longer_header_tolerated():
     long = rec(hdr(T2), E.row_area(T2, None, ROW2), header_len=300)
-    rows = run(long + GOOD)
+    rows = run(long + GOOD, records=2)
     assert [r["kind"] for r in rows] == ["change", "change"]
     assert rows[0]["after"] == rows[1]["after"] == render(T2, ROW2)
     assert rows[1]["record_offset"] == len(long)
@@ -407,24 +412,24 @@ def test_longer_header_tolerated():
 
 def test_data_length_past_the_record():
     area = E.row_area(T2, None, ROW2)
-    bad = _with(288, L.LEN_AREA.pack(len(area) + 5))
-    rows = run(GOOD + bad + GOOD)
+    bad = _with(288, L.LEN2.pack(len(area) + 5))
+    rows = run(GOOD + bad + GOOD, records=3)
     q = quarantines(rows)
     assert [r["kind"] for r in rows] == ["change", "quarantine", "change"]
     assert q[0]["error_class"] == "corrupt" and q[0]["record_offset"] == len(GOOD)
     assert "DATA length past the record" in q[0]["message"]
     # a row image whose own length runs past the area
     bad_img = _with(290, L.LEN2.pack(len(area)))
-    q = quarantines(run(bad_img))
+    q = quarantines(run(bad_img, records=1))
     assert q[0]["error_class"] == "corrupt" and "row image length past" in q[0]["message"]
 
 
 def test_seglen_past_end_of_file_is_truncated():
     bad = _with(182, L.LEN2.pack(5000))
-    rows = run(GOOD + bad)
+    rows = run(GOOD + bad, records=2)
     q = quarantines(rows)
     assert q[0]["error_class"] == "truncated" and q[0]["record_offset"] == len(GOOD)
-    rows = run(GOOD + GOOD[:200])
+    rows = run(GOOD + GOOD[:200], records=2)
     assert quarantines(rows)[0]["error_class"] == "truncated"
     assert quarantines(rows)[0]["record_offset"] == len(GOOD)
 
@@ -436,7 +441,7 @@ def test_bad_packed_decimal_sign():
     start = 288 + 2 + 2 + 4 + 3 + 1
     assert good[start:start + 8] == C.encode_packed(Decimal("-12.30"), 15, 2)
     bad = _with(start + 7, bytes([good[start + 7] & 0xF0 | 0x3]), good)
-    rows = run(GOOD + bad + GOOD)
+    rows = run(GOOD + bad + GOOD, records=3)
     q = quarantines(rows)
     assert [r["kind"] for r in rows] == ["change", "quarantine", "change"]
     assert q[0]["error_class"] == "bad_value" and q[0]["record_offset"] == len(GOOD)
@@ -449,19 +454,20 @@ def test_bad_rdw():
     data = E.write_file([GOOD, GOOD, GOOD], rdw=True)
     step = len(GOOD) + 4
     bad = data[:step] + b"\x00\x10\x00\x00" + data[step + 4:]       # length 16
-    rows = run(bad, rdw=True)
-    assert [r["kind"] for r in rows] == ["change", "quarantine"]
+    rows = run(bad, rdw=True, records=3)
+    assert [r["kind"] for r in rows] == ["change", "quarantine", "change"]   # resynchronised
     q = quarantines(rows)[0]
     assert q["error_class"] == "corrupt" and q["record_offset"] == step and "RDW" in q["message"]
+    assert q["n_bytes"] == step and rows[2]["record_offset"] == 2 * step
     flags = data[:step + 2] + b"\x80\x00" + data[step + 4:]        # spanned-record flags set
-    assert quarantines(run(flags, rdw=True))[0]["record_offset"] == step
+    assert quarantines(run(flags, rdw=True, records=3))[0]["record_offset"] == step
     # an RDW that disagrees with LENGTH + SEGLEN, but frames soundly: only that record
     longer = data[:step] + L.RDW.pack(len(GOOD) + 4 + 3, 0) + GOOD + b"xyz" + data[2 * step:]
-    rows = run(longer, rdw=True)
+    rows = run(longer, rdw=True, records=3)
     assert [r["kind"] for r in rows] == ["change", "quarantine", "change"]
     assert rows[1]["record_offset"] == step and "RDW length disagrees" in rows[1]["message"]
     # a file without RDWs read as if it had them
-    assert quarantines(run(E.write_file([GOOD]), rdw=True))[0]["record_offset"] == 0
+    assert quarantines(run(E.write_file([GOOD]), rdw=True, records=1))[0]["record_offset"] == 0
 
 
 def test_unknown_table_and_change_type_and_null_indicator():
@@ -469,7 +475,7 @@ def test_unknown_table_and_change_type_and_null_indicator():
     odd_ct = _with(104, "ZZ".encode("cp037"))
     area = E.row_area(T2, None, ROW2)
     bad_null = _with(288 + 2 + 2 + 4 + 2 + len("a|b^c¬d"), b"\x07")   # CITY's null byte
-    rows = run(unknown + odd_ct + bad_null + GOOD)
+    rows = run(unknown + odd_ct + bad_null + GOOD, records=4)
     assert [(r["kind"], r["error_class"]) for r in rows] == [
         ("quarantine", "unknown_table"), ("quarantine", "unknown_record_type"),
         ("quarantine", "bad_value"), ("change", None)]
@@ -492,6 +498,10 @@ def test_garbage_never_raises(blob, rdw, where):
 # ---------------------------------------------------------------- golden files
 
 def _golden_archive() -> bytes:
+    return b"".join(_golden_records())
+
+
+def _golden_records() -> list[bytes]:
     recs = [
         rec(hdr(ct="UB", ov=2), E.row_area(T1, ROW1, ROW1B)),
         rec(hdr(T2, ct="IL", ov=1, lrsn=0x0F00, rba=0x1F00), E.row_area(T2, None, ROW2)),
@@ -506,18 +516,14 @@ def _golden_archive() -> bytes:
     area = E.row_area(T2, ROW2, ROW2)
     recs += E.encode_records(hdr(T2, ct="UB", ov=6, lrsn=0x1300, rba=0x2300), area,
                              pieces=E.split_area(area, [1, 20]))[::-1]
-    return b"".join(recs)
+    return recs
 
 
 @pytest.mark.parametrize("rdw", [False, True])
 def test_golden(rdw):
-    data = _golden_archive()
-    if rdw:
-        # same records, re-framed with RDWs
-        rows0 = run(data)
-        offs = [r["record_offset"] for r in rows0] + [len(data)]
-        data = E.write_file([data[a:b] for a, b in zip(offs, offs[1:])], rdw=True)
-    rows = run(data, rdw=rdw, archive="golden.dat")
+    recs = _golden_records()
+    data = E.write_file(recs, rdw=rdw)         # the same records, with RDWs or without
+    rows = run(data, rdw=rdw, archive="golden.dat", records=len(recs))
     check_golden(rows, GOLDEN / "lldf" / ("golden_rdw.jsonl" if rdw else "golden.jsonl"))
 
 
@@ -600,7 +606,8 @@ def test_generated_nights_publish_exactly(rdw):
         for name, data in sorted(night.archives.items()):
             if rdw:
                 assert data[2:4] == b"\x00\x00"
-            rows += run(data, rdw=rdw, catalog=synth.catalog, archive=name)
+            rows += run(data, rdw=rdw, catalog=synth.catalog, archive=name,
+                        records=synth.records_written[name])
         nights_rows.append(rows)
     results = resolve(nights_rows, context)
     for night, (published, buckets), counts, rows in zip(outs, results, written, nights_rows):
@@ -638,7 +645,7 @@ def test_file_order_is_shuffled_and_headers_vary():
     night = synth.night(_dt.date(2024, 3, 1), 80)
     lens = set()
     for name, data in night.archives.items():
-        rows = run(data, catalog=synth.catalog, archive=name)
+        rows = run(data, catalog=synth.catalog, archive=name, records=synth.records_written[name])
         orders = [(r["commit_position"] or "", r["trx_order"] or "") for r in rows if r["kind"] == "change"]
         assert orders != sorted(orders)
         lens.add(int.from_bytes(data[0:2], "big"))
@@ -651,7 +658,7 @@ def test_bad_date_characters_and_varchar_length():
     bad_date = _with(at, "2024-02-30".encode("cp037"), good)
     at = good.index("Müller".encode("cp037")) - 2
     bad_len = _with(at, L.LEN2.pack(41), good)
-    rows = run(bad_date + bad_len + GOOD)
+    rows = run(bad_date + bad_len + GOOD, records=3)
     assert [(r["kind"], r["error_class"]) for r in rows] == [
         ("quarantine", "bad_value"), ("quarantine", "bad_value"), ("change", None)]
     assert "OPENED" in rows[0]["message"] and "HOLDER" in rows[1]["message"]

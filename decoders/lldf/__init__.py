@@ -7,8 +7,11 @@ default) and ``rdw`` (default false: each record preceded by a z/OS RDW).
 Log Master files are unordered: archives of a night are independent (``SEQUENTIAL`` is
 False). Segmented records become ``segment`` rows that the ordering job groups by
 ``seg_key``, concatenates (``assemble_segments`` does it in plain Python) and decodes with
-``decode_reassembled``. The decisions on positions, dispositions, DDL and exchange records
-are listed in ``decoder``'s docstring.
+``decode_reassembled`` (one group) or ``decode_reassembled_many`` (a batch, row images per
+table at once). ``split(data, ctx, target_bytes)`` cuts an archive into byte ranges at record
+starts for ``decode`` with ``ctx.offset`` / ``ctx.index``. The decisions on positions,
+dispositions, DDL, exchange records, framing and resynchronisation are listed in
+``decoder``'s docstring.
 """
 
 from __future__ import annotations
@@ -33,7 +36,9 @@ def archive_sort_key(name: str) -> str:
 
 # the decoder and the generator are imported on first use (the config and the DAG need
 # only the names above)
-_LAZY = {'assemble_segments': 'decoder', 'decode_reassembled': 'decoder', 'decode': 'decoder', 'Synth': 'synth'}
+_LAZY = {'assemble_segments': 'decoder', 'decode_reassembled': 'decoder',
+         'decode_reassembled_many': 'decoder', 'decode': 'decoder', 'split': 'decoder',
+         'Synth': 'synth'}
 
 
 def __getattr__(name: str):

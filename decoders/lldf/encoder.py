@@ -36,13 +36,8 @@ def char(value: str, width: int, codepage: str) -> bytes:
 
 
 _DEFAULTS: dict[str, object] = {}
-for _name, _off, _code, _vendor, _kind in L.FIELDS:
-    if _kind == "bin":
-        _DEFAULTS[_name] = 0
-    elif _kind == "raw":
-        _DEFAULTS[_name] = bytes(int(_code[:-1]))
-    else:
-        _DEFAULTS[_name] = ""
+for _f in L.HEADER.fields:
+    _DEFAULTS[_f.name] = "" if _f.kind == "char" else bytes(_f.size) if _f.is_bytes else 0
 _DEFAULTS.update(change_type="I ", log_rec_disp="C", uor_disp="C", sql_type="R",
                  anomaly_type="N", num_segments=1, segment_no=1, pagenum_fmt="R",
                  uor_has_comp="N", incomplete_trans="N", incomplete_dep="N")
@@ -50,16 +45,19 @@ _DEFAULTS.update(change_type="I ", log_rec_disp="C", uor_disp="C", sql_type="R",
 
 def encode_header(fields: dict, codepage: str = DEFAULT_CODEPAGE, *,
                   header_len: int = L.MIN_HEADER, pad: int = 0) -> bytes:
-    """The logical log header. ``fields`` by our names (layout.FIELDS), missing ones take
+    """The logical log header. ``fields`` by our names (``layout.HEADER``), missing ones take
     defaults; ``len_header`` defaults to ``header_len`` (>= 288: the bytes beyond the
     known fields are ``pad`` bytes)."""
+    unknown = set(fields) - set(L.HEADER.names)
+    if unknown:
+        raise KeyError(f"lldf header has no field {sorted(unknown)[0]}")
     vals = []
-    for name, _off, code, _vendor, kind in L.FIELDS:
-        v = fields.get(name, _DEFAULTS[name])
-        if name == "len_header" and name not in fields:
+    for f in L.HEADER.fields:
+        v = fields.get(f.name, _DEFAULTS[f.name])
+        if f.name == "len_header" and f.name not in fields:
             v = header_len
-        if kind == "char":
-            v = char(v, int(code[:-1]), codepage) if isinstance(v, str) else v
+        if f.kind == "char" and isinstance(v, str):
+            v = char(v, f.size, codepage)
         vals.append(v)
     head = L.HEADER.pack(*vals)
     return head + bytes([pad]) * (header_len - L.MIN_HEADER)
@@ -158,7 +156,7 @@ def encode_image(table: Table, values: Sequence, *, positive_sign: int = 0xC) ->
 
 def encode_area(body: bytes) -> bytes:
     """The DATA area: a 2-byte length that includes itself, then ``body``."""
-    return L.LEN_AREA.pack(len(body) + 2) + body
+    return L.LEN2.pack(len(body) + 2) + body
 
 
 def row_area(table: Table, before: Sequence | None, after: Sequence | None, **kw) -> bytes:

@@ -1,121 +1,99 @@
-"""Log Master logical log data file (LLDF): the header layout and code tables, as data.
+"""Log Master logical log data file (LLDF): the record layouts and code tables, as data.
 
-Offsets and vendor names are those of ``formats/lldf-logmaster-db2.txt`` ("Data change
-record (LLDF)"); SPEC section 3 ("lldf") adds the ORDERVALUE at offset 188 (the field the
-vendor table lists as reserved). The structs below are compiled once at import time:
-``HEADER`` packs/unpacks every field (the encoder), ``header_struct(names)`` builds a
-struct that reads only the named fields and skips the rest with pad bytes (the decoder).
+``HEADER`` is the logical log header of ``formats/lldf-logmaster-db2.txt`` ("Data change
+record (LLDF)") in the one layout language (``decoders/layout.py``): our name, offset, type,
+the vendor's name and a kind (``bin`` integer, ``char`` EBCDIC text in the header
+``codepage``, ``raw`` bytes kept as hex). SPEC section 3 ("lldf") adds the ORDERVALUE at
+offset 188 (the field the vendor table lists as reserved). The header is 288 bytes up to
+DATA; a record's LENGTH may be larger (later product versions): the bytes beyond are
+ignored. ``RDW`` is the z/OS record descriptor word before each record when ``rdw: true``;
+``LEN2`` every BIN(2) length of the DATA area (the area's own length, which includes
+itself; a row image's, which does not; a VARCHAR's; the exchange record's names').
 """
 
 from __future__ import annotations
 
-import struct
+from ..layout import Field, Layout
 
-# (our name, offset, struct code, vendor name, kind)
-#   kind: "bin" integer, "char" EBCDIC text (codepage), "raw" binary bytes kept as hex
-FIELDS: tuple[tuple[str, int, str, str, str], ...] = (
-    ("len_header", 0, "H", "LENGTH", "bin"),
-    ("system_id", 2, "4s", "SYSTEMID", "char"),
-    ("dbid", 6, "H", "DBID", "bin"),
-    ("psid", 8, "H", "PSID", "bin"),
-    ("tbobid", 10, "H", "TBOBID", "bin"),
-    ("len_owner", 12, "H", "TBOWNERLEN", "bin"),
-    ("len_name", 14, "H", "TBNAMELEN", "bin"),
-    ("dbname", 16, "8s", "DBNAME", "char"),
-    ("tsname", 24, "8s", "TSNAME", "char"),
-    ("owner", 32, "8s", "TABLEOWNER", "char"),
-    ("name", 40, "18s", "TABLENAME", "char"),
-    ("partnum", 58, "H", "PARTNUM", "bin"),
-    ("timestamp", 60, "17s", "TIMESTAMP", "raw"),
-    ("log_lrsn", 77, "10s", "LOGLRSN", "raw"),
-    ("log_rba", 87, "10s", "LOGRBA", "raw"),
-    ("member_id", 97, "H", "MEMBERID", "bin"),
-    ("rid", 99, "5s", "RID", "raw"),
-    ("change_type", 104, "2s", "CHANGE TYPE", "char"),
-    ("sql_type", 106, "1s", "SQLTYPE", "char"),
-    ("log_rec_disp", 107, "1s", "LOGRECDISP", "char"),
-    ("sql_src_type", 108, "1s", "SQLSRCTYPE", "char"),
-    ("log_bytes", 109, "I", "LOGBYTES", "bin"),
-    ("log_delta", 113, "H", "LOGDELTA", "bin"),
-    ("anomaly_row_id", 115, "B", "ANOMALYROWID", "bin"),
-    ("anomaly_type", 116, "1s", "ANOMALYTYPE", "char"),
-    ("anomaly_rba", 117, "10s", "ANOMALYRBA", "raw"),
-    ("uor_timestamp", 127, "17s", "UORTIMESTAMP", "raw"),
-    ("uor_commit_timestamp", 144, "17s", "UORCOMMITTIMESTAMP", "raw"),
-    ("uor_disp", 161, "1s", "UORDISP", "char"),
-    ("uor_id_lrsn", 162, "10s", "UORIDLRSN", "raw"),
-    ("uor_id", 172, "10s", "UORID", "raw"),
-    ("len_segment", 182, "H", "SEGLEN", "bin"),
-    ("num_segments", 184, "H", "TOTALSEGS", "bin"),
-    ("segment_no", 186, "H", "SEGNUM", "bin"),
-    ("order_value", 188, "I", "ORDERVALUE (vendor: reserved)", "bin"),
-    ("uor_commit_lrsn", 192, "10s", "UORCOMMITLRSN", "raw"),
-    ("uor_commit_point", 202, "10s", "UORCOMMITPOINT", "raw"),
-    ("connection_type", 212, "2s", "CONNECTIONTYPE", "char"),
-    ("connect_id", 214, "8s", "CONNECTID", "char"),
-    ("correlation_id", 222, "12s", "CORRELATIONID", "char"),
-    ("auth_id", 234, "8s", "AUTHID", "char"),
-    ("plan", 242, "8s", "PLAN", "char"),
-    ("luw_network_id", 250, "8s", "LUWNETWORKID", "char"),
-    ("luw_name", 258, "8s", "LUWNAME", "char"),
-    ("luw_instance_no", 266, "6s", "LUWINSTANCENO", "raw"),
-    ("luw_sequence_no", 272, "H", "LUWSEQUENCENO", "bin"),
-    ("incomplete_trans", 274, "1s", "INCOMPLETETRANS", "char"),
-    ("incomplete_dep", 275, "1s", "INCOMPLETEDEP", "char"),
-    ("uor_has_comp", 276, "1s", "UORHASCOMP", "char"),
-    ("sql_ri_rba", 277, "10s", "SQLRIRBA", "raw"),
-    ("pagenum_fmt", 287, "1s", "PAGENUMFMT", "char"),
-)
-
-MIN_HEADER = 288            # offset of DATA in the vendor table; LENGTH below this is corrupt
-MAX_HEADER = 4096           # our plausibility bound: a larger LENGTH is taken as garbage
-NAMES = tuple(f[0] for f in FIELDS)
-KIND = {f[0]: f[4] for f in FIELDS}
-OFFSET = {f[0]: f[1] for f in FIELDS}
+HEADER = Layout("lldf logical log header", (
+    Field("len_header", 0, "u2", "LENGTH", "bin"),
+    Field("system_id", 2, "b4", "SYSTEMID", "char"),
+    Field("dbid", 6, "u2", "DBID", "bin"),
+    Field("psid", 8, "u2", "PSID", "bin"),
+    Field("tbobid", 10, "u2", "TBOBID", "bin"),
+    Field("len_owner", 12, "u2", "TBOWNERLEN", "bin"),
+    Field("len_name", 14, "u2", "TBNAMELEN", "bin"),
+    Field("dbname", 16, "b8", "DBNAME", "char"),
+    Field("tsname", 24, "b8", "TSNAME", "char"),
+    Field("owner", 32, "b8", "TABLEOWNER", "char"),
+    Field("name", 40, "b18", "TABLENAME", "char"),
+    Field("partnum", 58, "u2", "PARTNUM", "bin"),
+    Field("timestamp", 60, "b17", "TIMESTAMP", "raw"),
+    Field("log_lrsn", 77, "b10", "LOGLRSN", "raw"),
+    Field("log_rba", 87, "b10", "LOGRBA", "raw"),
+    Field("member_id", 97, "u2", "MEMBERID", "bin"),
+    Field("rid", 99, "b5", "RID", "raw"),
+    Field("change_type", 104, "b2", "CHANGE TYPE", "char"),
+    Field("sql_type", 106, "b1", "SQLTYPE", "char"),
+    Field("log_rec_disp", 107, "b1", "LOGRECDISP", "char"),
+    Field("sql_src_type", 108, "b1", "SQLSRCTYPE", "char"),
+    Field("log_bytes", 109, "u4", "LOGBYTES", "bin"),
+    Field("log_delta", 113, "u2", "LOGDELTA", "bin"),
+    Field("anomaly_row_id", 115, "u1", "ANOMALYROWID", "bin"),
+    Field("anomaly_type", 116, "b1", "ANOMALYTYPE", "char"),
+    Field("anomaly_rba", 117, "b10", "ANOMALYRBA", "raw"),
+    Field("uor_timestamp", 127, "b17", "UORTIMESTAMP", "raw"),
+    Field("uor_commit_timestamp", 144, "b17", "UORCOMMITTIMESTAMP", "raw"),
+    Field("uor_disp", 161, "b1", "UORDISP", "char"),
+    Field("uor_id_lrsn", 162, "b10", "UORIDLRSN", "raw"),
+    Field("uor_id", 172, "b10", "UORID", "raw"),
+    Field("len_segment", 182, "u2", "SEGLEN", "bin"),
+    Field("num_segments", 184, "u2", "TOTALSEGS", "bin"),
+    Field("segment_no", 186, "u2", "SEGNUM", "bin"),
+    Field("order_value", 188, "u4", "ORDERVALUE (vendor: reserved)", "bin"),
+    Field("uor_commit_lrsn", 192, "b10", "UORCOMMITLRSN", "raw"),
+    Field("uor_commit_point", 202, "b10", "UORCOMMITPOINT", "raw"),
+    Field("connection_type", 212, "b2", "CONNECTIONTYPE", "char"),
+    Field("connect_id", 214, "b8", "CONNECTID", "char"),
+    Field("correlation_id", 222, "b12", "CORRELATIONID", "char"),
+    Field("auth_id", 234, "b8", "AUTHID", "char"),
+    Field("plan", 242, "b8", "PLAN", "char"),
+    Field("luw_network_id", 250, "b8", "LUWNETWORKID", "char"),
+    Field("luw_name", 258, "b8", "LUWNAME", "char"),
+    Field("luw_instance_no", 266, "b6", "LUWINSTANCENO", "raw"),
+    Field("luw_sequence_no", 272, "u2", "LUWSEQUENCENO", "bin"),
+    Field("incomplete_trans", 274, "b1", "INCOMPLETETRANS", "char"),
+    Field("incomplete_dep", 275, "b1", "INCOMPLETEDEP", "char"),
+    Field("uor_has_comp", 276, "b1", "UORHASCOMP", "char"),
+    Field("sql_ri_rba", 277, "b10", "SQLRIRBA", "raw"),
+    Field("pagenum_fmt", 287, "b1", "PAGENUMFMT", "char"),
+), size=288)
 
 
-def _size(code: str) -> int:
-    return struct.calcsize(">" + code)
-
-
-def _check() -> None:
+def _contiguous() -> None:
+    """The vendor table leaves no gap: every field starts where the one before it ends."""
     pos = 0
-    for name, off, code, _vendor, _kind in FIELDS:
-        if off != pos:
-            raise AssertionError(f"lldf layout: {name} at {off}, expected {pos}")
-        pos += _size(code)
-    if pos != MIN_HEADER:
-        raise AssertionError(f"lldf layout: header is {pos} bytes, expected {MIN_HEADER}")
+    for f in HEADER.fields:
+        if f.offset != pos:
+            raise AssertionError(f"lldf header: {f.name} at {f.offset}, expected {pos}")
+        pos = f.end
+    if pos != HEADER.size:
+        raise AssertionError(f"lldf header: {pos} bytes, expected {HEADER.size}")
 
 
-_check()
+_contiguous()
 
-HEADER = struct.Struct(">" + "".join(f[2] for f in FIELDS))   # every field, in order
+MIN_HEADER = HEADER.size    # offset of DATA in the vendor table; a smaller LENGTH is corrupt
+MAX_HEADER = 4096           # our plausibility bound: a larger LENGTH is taken as garbage
 
-
-def header_struct(names: tuple[str, ...]) -> struct.Struct:
-    """A struct over the 288 known header bytes that yields only ``names`` (in layout
-    order; unnamed fields become pad bytes)."""
-    wanted = set(names)
-    unknown = wanted - set(NAMES)
-    if unknown:
-        raise KeyError(f"lldf layout has no fields {sorted(unknown)}")
-    codes = []
-    for name, _off, code, _vendor, _kind in FIELDS:
-        codes.append(code if name in wanted else f"{_size(code)}x")
-    return struct.Struct(">" + "".join(codes))
-
-
-# RDW (z/OS record descriptor word): length including the RDW, then two zero bytes
-RDW = struct.Struct(">HH")
+RDW = Layout("z/OS record descriptor word", (
+    Field("len_record", 0, "u2", "RDW length (includes the RDW)"),
+    Field("flags", 2, "u2", "RDW segment flags (zero: not spanned)"),
+))
 RDW_LEN = RDW.size
-LEN_AREA = struct.Struct(">H")   # DATA area length (includes itself), row image length,
-LEN2 = LEN_AREA                  # VARCHAR length, exchange name lengths: all BIN(2)
+LEN2 = Layout("BIN(2) length", (Field("length", 0, "u2", "halfword length"),))
 
 BIN10_HEX = 20                   # BIN(10) LRSN/RBA -> 20 hex digits
-BIN17_HEX = 34                   # BIN(17) timestamp -> 34 hex digits
-ORDER_HEX = 8                    # ORDERVALUE BIN(4) -> 8 hex digits
-RID_HEX = 10                     # RID BIN(5)
 
 # CHANGE TYPE -> what the record is
 ROW_TYPES = {"UB": "u", "I ": "c", "IL": "c", "D ": "d"}
@@ -124,10 +102,11 @@ DDL_TYPES = {"CO", "E "}                      # op ddl (catalog object, exchange
 CONTROL_TYPES = {"CM": "lldf_command", "SC": "lldf_status_change"}
 CHANGE_TYPES = set(ROW_TYPES) | TRUNCATE_TYPES | DDL_TYPES | set(CONTROL_TYPES)
 IMAGES = {"UB": (True, True), "I ": (False, True), "IL": (False, True), "D ": (True, False)}
+# LOGRECDISP values of the vendor table (and blank / X00): resynchronisation checks them
+LOGRECDISPS = ("C", "A", "S", "O", " ", "\x00")
 
 # dispositions
 LOGRECDISP_COMMITTED = "C"       # others (A aborted, S savepoint rollback, O reversed) skipped
-UOR_COMMITTED, UOR_ABORTED, UOR_OPEN = "C", "A", " "
 UOR_DISPS = {"C", "A", " ", "\x00"}
 
 # DDL / exchange renderings
