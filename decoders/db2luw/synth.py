@@ -146,7 +146,7 @@ class Synth(FormatSynth):
         if ch.op == "c":
             rid = int(ch.row_id, 16)
             if rng.random() < 0.3:               # compensation repeating the inverse function
-                return enc.row_body(L.DMS_DELETE, tab.id, rid, enc.user_data(tab, ch.after)), False
+                return enc.row_body(enc.variant.DELETE, tab.id, rid, enc.user_data(tab, ch.after)), False
             return enc.undo_insert(tab.id, rid), True
         if ch.op == "d":
             return enc.undo_delete(tab, int(ch.row_id, 16), ch.before), True
@@ -288,7 +288,7 @@ class Synth(FormatSynth):
         for i, it in enumerate(order):
             part = 0 if i < cut else 1
             if it.commit:
-                it.trx.commit_position = hexpos(it.lsn, L.LSN_HEX)
+                it.trx.commit_position = hexpos(it.lsn, 12)
             if it.target is None:
                 files[part].append(enc.record(lsn_bytes(it.lsn), it.rtype, it.body, tid_=it.tid,
                                               prev=lsn_bytes(it.prev), flags=it.flags))
