@@ -306,10 +306,13 @@ def test_record_length_past_end_of_file():
     bad[6:10] = (10_000_000).to_bytes(4, "little")
     log.recs[1] = bytes(bad)
     rows = decode(log.data(), CAT)
-    assert [r["kind"] for r in rows] == ["change", "quarantine"]
+    # issue 15: the damaged record costs only itself; decoding resumes at the next record
+    assert [r["kind"] for r in rows] == ["change", "quarantine", "commit"]
     q = rows[1]
     assert q["error_class"] == "truncated" and q["record_offset"] == log.offsets[1]
-    assert sum(r["n_records"] for r in rows) == 2
+    assert q["n_bytes"] == len(log.recs[1]) and "resynchronised" in q["message"]
+    assert rows[2]["record_offset"] == log.offsets[2]
+    assert sum(r["n_records"] for r in rows) == 3 and sum(r["n_bytes"] for r in rows) == len(log.data())
 
 
 def test_truncated_tail():
@@ -324,14 +327,15 @@ def test_truncated_tail():
     assert [r["kind"] for r in rows[:3]] == ["change", "change", "commit"]
 
 
-def test_length_smaller_than_header_stops():
+def test_length_smaller_than_header_resynchronises():
     log = three()
     bad = bytearray(log.recs[0])
     bad[6:10] = (7).to_bytes(4, "little")
     log.recs[0] = bytes(bad)
     rows = decode(log.data(), CAT)
-    assert len(rows) == 1 and rows[0]["error_class"] == "corrupt"
-    assert rows[0]["record_offset"] == 0 and rows[0]["n_records"] == 1
+    assert [r["kind"] for r in rows] == ["quarantine", "change", "commit"]
+    assert rows[0]["error_class"] == "corrupt" and rows[0]["record_offset"] == 0
+    assert rows[0]["n_records"] == 1 and rows[0]["n_bytes"] == len(log.recs[0])
 
 
 def test_unknown_dms_function():

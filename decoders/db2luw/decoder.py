@@ -67,10 +67,18 @@ Decisions (where SPEC and the vendor text leave room):
 * DMS 113/115 (alter column length) are not laid out in the vendor document; the project
   reads them as padding(2), column number u2 (0-based, like SYSCAT.COLUMNS.COLNO),
   reserved(2), old length u4, new length u4 (``layout.ALTER_COLUMN``).
-* Framing errors: a tail shorter than LSN + header, or a record length past the end of the
-  file, is ``truncated`` (NeedData); a record length smaller than its header is ``corrupt``.
-  Either way the rest of the file is one quarantine row and decoding stops. Any other bad
-  record is quarantined alone and decoding goes on with the next record.
+* Framing errors (``frames.py``): a tail shorter than prefix + header, or a record length
+  past the end of the file, is ``truncated`` (NeedData); a record length smaller than its
+  header, or a length that leads to no plausible record, is ``corrupt``. Decoding then
+  resynchronises at the next plausible record (header fields in their domains, positions
+  rising, the length inside the archive and the record after it plausible too); the bytes in
+  between are one quarantine row (``n_records`` 1, ``n_bytes`` the span), so a damaged length
+  or type byte costs only the damaged record. A record whose header is not plausible but
+  whose successor is stays a record (e.g. a type that is no letter: ``unknown_record_type``).
+  Any other bad record is quarantined alone and decoding goes on with the next record.
+* Byte ranges (``split``, issue 14): cuts only at record starts outside every transaction
+  that has undo records in the archive (from its first record to its last undo record) and
+  away from damage, so each range decodes on its own to exactly its rows of the whole.
 """
 
 from __future__ import annotations
@@ -87,9 +95,10 @@ from ..base import DecodeContext
 from ..catalog import codec_problem
 from ..errors import Corrupt, DecodeError, NeedData
 from ..events import EventSink
-from ..framing import Damage, Frames, concat_text, hex_bytes, hex_ints
+from ..framing import Frames, concat_text, hex_bytes, hex_ints, split_ranges
 from ..layout import as_uint8, gather
 from . import layout as L
+from .frames import Framer
 from .careful import DEFAULT_CODEPAGE, MAX_EPOCH_SECONDS, Careful, rid_text
 from .rows import RowBatch
 
@@ -109,54 +118,58 @@ class Decoder:
         self.ctx = ctx
         self.sink = sink
         self.careful = Careful(ctx, sink, self.v, self.byte_order)
+        self.framer = Framer(self.v, self.byte_order)
         self.batches: dict[str, RowBatch | None] = {}
         self.insert_functions = [fn for fn, (op, _) in self.v.row_functions.items() if op == "c"]
 
     # ------------------------------------------------------------- framing
-    def frame(self, data, start: int = 0, end: int | None = None) -> Frames:
-        """Record starts and lengths (prefix included) of ``data[start:end]``; the first
-        framing error makes the rest one damaged span."""
-        end = len(data) if end is None else end
-        v = self.v
-        p, h = v.prefix_size, v.header_size
-        head = p + h
-        u4 = struct.Struct(("<" if self.byte_order == "little" else ">") + "I").unpack_from
-        starts: list[int] = []
-        pos = start
-        damaged: list[Damage] = []
-        append = starts.append
-        while pos < end:
-            if end - pos < head:
-                damaged.append(Damage(pos, end, NeedData(
-                    "truncated tail: too short for an LSN and a Log Manager header"
-                    if v is L.V7 else "truncated tail: too short for a prefix and a log record header",
-                    offset=self._abs(pos), path=self._hdr_path, expected=head, actual=end - pos)))
-                break
-            length = u4(data, pos + p)[0]
-            if length < h:
-                damaged.append(Damage(pos, end, Corrupt(
-                    "record length smaller than the Log Manager header; cannot resynchronise",
-                    offset=self._abs(pos + p), path=f"{self._hdr_path}.len_record",
-                    expected=f">= {h}", actual=length)))
-                break
-            if pos + p + length > end:
-                damaged.append(Damage(pos, end, NeedData(
-                    "record length past the end of the file", offset=self._abs(pos + p),
-                    path=f"{self._hdr_path}.len_record", expected=length,
-                    actual=end - pos - p)))
-                break
-            append(pos)
-            pos += p + length
-        st = np.array(starts, dtype=np.int64)
-        ln = np.diff(np.append(st, pos)) if len(st) else np.zeros(0, np.int64)
-        return Frames(st, ln.astype(np.int64), damaged)
+    def frame(self, data) -> Frames:
+        return self.framer.frame(data, base=self.ctx.offset)
 
-    @property
-    def _hdr_path(self) -> str:
-        return "lm_header" if self.v is L.V7 else "log_record_header"
-
-    def _abs(self, pos: int) -> int:
-        return self.ctx.offset + pos
+    def split(self, data, target: int) -> list[dict]:
+        """Byte ranges of about ``target`` bytes that decode on their own (see ``split``)."""
+        v, lay, fr = self.v, self.lay, self.framer
+        frames = fr.frame(data)
+        rec_index, _ = frames.record_indexes(0)
+        starts, lengths = frames.starts, frames.lengths
+        n = len(starts)
+        if n < 2:
+            return [{"start": 0, "end": len(data), "index": 0}]
+        buf = as_uint8(data)
+        hdr = lay.header.gather(buf, starts + v.prefix_size)
+        rtype = hdr["record_type"].astype(np.int64)
+        body = starts + v.prefix_size + v.header_size
+        has2 = body + 2 <= starts + lengths
+        at = np.minimum(body, len(buf) - 2)
+        key = np.where(has2, buf[at].astype(np.int64) * 256 + buf[at + 1], -1)
+        undoing = (rtype == v.COMPENSATION) | (
+            (rtype == v.NORMAL) & np.isin(key, [c * 256 + fn for c, fn in v.undoes]))
+        tid64 = (hdr["tid"].astype(np.uint64) << np.array([40, 32, 24, 16, 8, 0], np.uint64)).sum(axis=1)
+        # a transaction with undo records here: no cut between its first record and its last
+        # undo record (the undo state is per range)
+        depth = np.zeros(n + 1, dtype=np.int64)
+        if undoing.any():
+            uniq, first = np.unique(tid64, return_index=True)
+            u_tid = tid64[undoing]
+            u_idx = np.flatnonzero(undoing)
+            last = np.full(len(uniq), -1, dtype=np.int64)
+            np.maximum.at(last, np.searchsorted(uniq, u_tid), u_idx)
+            has = last >= 0
+            np.add.at(depth, first[has] + 1, 1)
+            np.add.at(depth, last[has] + 1, -1)
+        inside = np.cumsum(depth)[:n] > 0
+        # and never next to damage or a record whose header is not plausible
+        ok = fr.head_ok(buf, starts, len(data))
+        hi, lo = fr.keys(buf, starts)
+        ok[1:] &= (hi[1:] > hi[:-1]) | ((hi[1:] == hi[:-1]) & (lo[1:] > lo[:-1]))
+        contiguous = np.ones(n, dtype=bool)
+        contiguous[1:] = starts[:-1] + lengths[:-1] == starts[1:]
+        allowed = ~inside & ok & contiguous
+        allowed[1:] &= ok[:-1] & contiguous[:-1]
+        allowed[:-1] &= ok[1:] & contiguous[1:]
+        allowed[0] = False
+        return [{"start": a, "end": b, "index": i}
+                for a, b, i in split_ranges(starts, len(data), target, allowed, rec_index)]
 
     # ------------------------------------------------------------- the archive
     def run(self, data) -> None:
@@ -425,11 +438,10 @@ class Decoder:
         keep = (raw != 0x20) & (raw != 0x00)
         pos_in = np.arange(len(raw), dtype=np.int64) - np.repeat(offsets[:-1], length)
         last = np.zeros(n, dtype=np.int64)
-        nonempty = length > 0
-        if len(raw):
+        nonempty = np.flatnonzero(length > 0)
+        if len(nonempty):        # segments of the non-empty rows only: each ends where it should
             marks = np.where(keep, pos_in + 1, 0)
-            red = np.maximum.reduceat(marks, np.minimum(offsets[:-1], len(raw) - 1))
-            last = np.where(nonempty, red, 0)
+            last[nonempty] = np.maximum.reduceat(marks, offsets[:-1][nonempty])
         bad = np.zeros(n, dtype=bool)
         if codec_problem(self.codepage) is not None:
             return pa.nulls(n, pa.string()), last > 0
@@ -592,6 +604,16 @@ _LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 def _undo_keys(v: L.Variant) -> list[int]:
     return [c * 256 + f for c, f in v.undoes]
+
+
+def split(data: bytes, ctx: DecodeContext, target_bytes: int) -> list[dict]:
+    """Byte ranges (``start``, ``end``, ``index`` = record_index of the first record) covering
+    the archive, about ``target_bytes`` each, cut only at record starts where decoding can
+    start on its own: never inside a transaction that has undo records in the archive
+    (between its first record and its last undo record), never next to damage. Decoding a
+    range (``ctx.offset``/``ctx.index`` set) gives exactly that range's rows of the whole
+    archive's decode."""
+    return Decoder(ctx, EventSink(ctx.source, ctx.format, ctx.archive)).split(data, target_bytes)
 
 
 def decode(data: bytes, ctx: DecodeContext, sink: EventSink) -> None:
