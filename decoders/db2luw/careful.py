@@ -219,6 +219,9 @@ class Careful:
         if v is L.V10:
             self.functions[(D, L.V10_UNDO_DELETE_EMPTY)] = self._undo_row
         self.undoable = frozenset(v.compensates)
+        # an insert or delete to an empty page is the same change as the plain one
+        ops = {f: op for f, (op, _) in v.row_functions.items()}
+        self._same_op = lambda func: ops.get(func, func)
         prev = "lsn_prev" if v is L.V7 else "lso_prev"
         self._head = self.lay.header.reader(["record_type", "flags", prev]).unpack_from
         self.dms_functions = "/".join(map(str, v.dms_functions))
@@ -595,18 +598,19 @@ class Careful:
                 ch.undone = True
         return target
 
-    def _resolve_lifo(self, trx_id: str, want: int, table_id: str, rid) -> str:
+    def _resolve_lifo(self, trx_id: str, want: int, table_id: str, rid) -> str | None:
         """v10: the latest change of the transaction not yet undone; it must be of the
-        function the undo reverses, on the same table (and RID when both carry one)."""
+        function the undo reverses, on the same table (and RID when both carry one). None
+        when no change of the transaction is left in this archive."""
         trx = self.trxs.get(trx_id)
         top = trx.changes[-1] if trx is not None and trx.changes else None
         what = (f"function {want} of transaction {trx_id} on table {table_id}"
                 + ("" if rid is None else f" RID {rid_text(self.v, rid)}"))
         if top is None:
-            raise BrokenChain("no change of the transaction is left to undo in the archive",
-                              path="undo", expected=f"an earlier {what}", actual="none")
-        trx.changes.pop()
-        if top.func != want or top.table_id != table_id or (
+            return None          # the change is in an earlier archive: the ordering job's
+        trx.changes.pop()        # resolve_transactions finds it
+        same = self._same_op
+        if same(top.func) != same(want) or top.table_id != table_id or (
                 rid is not None and top.rid is not None and bytes(top.rid) != bytes(rid)):
             raise BrokenChain("the latest change of the transaction not yet undone is not the "
                               "one this record undoes", path="undo", expected=what,

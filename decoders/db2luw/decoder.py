@@ -108,8 +108,9 @@ _US = 1_000_000
 class Decoder:
     """Decodes one archive (or one byte range of it: ``ctx.offset``, ``ctx.index``)."""
 
-    def __init__(self, ctx: DecodeContext, sink: EventSink) -> None:
+    def __init__(self, ctx: DecodeContext, sink: EventSink, fast: bool = True) -> None:
         opts = ctx.options or {}
+        self.fast = fast                # False: every record through the careful path (tests)
         self.v = L.variant(opts.get("layout"))
         self.byte_order = opts.get("byte_order", "little")
         self.lay = self.v.layouts(self.byte_order)
@@ -225,6 +226,8 @@ class Decoder:
         undo = ((normal | compensation) & np.isin(key, [c * 256 + fn for c, fn in v.undoes])) | \
             (compensation & np.isin(key, [c * 256 + fn for c, fn in v.compensates]))
         # fast paths; what they cannot take goes the careful path
+        if not self.fast:
+            row = commit = abort = pending = skip = control = undo = np.zeros(n, dtype=bool)
         careful = ~(row | commit | abort | pending | skip | control | undo)
         took_rows, row_fail = self._rows(buf, np.flatnonzero(row), body, ends, func, f)
         careful[row_fail] = True

@@ -127,10 +127,10 @@ class Encoder:
     # ------------------------------------------------------------- row images
     def _row(self, table: Table) -> tuple:
         got = self._rows.get(id(table))
-        if got is None:
+        if got is None or got[3] is not table:      # the table is kept: its id stays its own
             lay = L.row_layout(table.columns, self.byte_order)
             enc = table.encoding or self.codepage
-            got = self._rows[id(table)] = (lay, enc, {f.name: f for f in lay.fields})
+            got = self._rows[id(table)] = (lay, enc, {f.name: f for f in lay.fields}, table)
         return got
 
     def _fixed_value(self, col, size: int, enc: str, v):
@@ -160,7 +160,7 @@ class Encoder:
     def user_data(self, table: Table, values: Sequence, *, formatted: int = L.FORMATTED_USER_DATA,
                   record_type: int = 0x00) -> bytes:
         """Record header + Formatted User Data Record of one row (values in catalog order)."""
-        lay, enc, by_name = self._row(table)
+        lay, enc, by_name, _ = self._row(table)
         fixed_len = lay.size
         named: dict = {}
         var = bytearray()
