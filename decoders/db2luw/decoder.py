@@ -1,5 +1,5 @@
 """Decoder of Db2 LUW log-read buffer streams (SPEC section 3, db2luw): Version 7
-(``layout: v7``, the default) and Db2 10.1 to 12.1 (``layout: v10``).
+(``layout: v7``, the default) and Db2 10.1 to 12.1 (``layout: v10``, decisions below).
 
 Version 7: the archive is ``repeat { LSN (6 bytes), log record }``; each log record starts
 with the Log Manager header (20 bytes; 26 for a compensation record ``C``; 32 for a
@@ -76,6 +76,44 @@ Decisions (where SPEC and the vendor text leave room):
   or type byte costs only the damaged record. A record whose header is not plausible but
   whose successor is stays a record (e.g. a type that is no letter: ``unknown_record_type``).
   Any other bad record is quarantined alone and decoding goes on with the next record.
+* ``layout: v10`` (Db2 10.1 to 12.1, db2ReadLog with a connection and FILTER_ON; SPEC
+  section 3, formats/db2luw-v10-notes.md): each record behind a 56-byte
+  ``db2ReadLogFilterData``; the next prefix follows the record's own length (header u32 @0;
+  ``realLogRecLen`` is not used). Everything the two layouts share is shared code: DMS/DOM
+  headers, DDL and control bodies, undo functions, the record header, the Formatted User
+  Data Record and every value encoding, the row-image decoding, resynchronisation, ranges.
+  Where the public documents are silent, decided as a Db2 user would:
+
+  - ``position`` (and ``commit_position``) = LFS then LSN, 32 upper-case hex digits (sorts
+    like the log, also across pureScale streams); ``trx_id`` = the TID's 6 bytes as 12 hex
+    digits (opaque); ``row_id`` = the 6-byte RID as 12 hex digits (as IBM's sample prints it).
+    The header is authoritative: the prefix's LRIs are not compared with it (the type-1 LRI
+    type must be 1 only to find a record again after damage).
+  - Types: 0x004E normal, 0x0043 compensation (56-byte header, 64 with flag 0x0002),
+    0x0041 abort (its authid is not read), 0x0084 commit and 0x008A local pending list: both
+    end the transaction as committed (rule ``local_pending_list`` on the latter's row); their
+    time is u64 UTC seconds @40 (past 9999-12-31: ``bad_value``); the authid (length u16 @48,
+    text @50, trailing blanks and NULs trimmed) only when the record has the propagatable
+    flag, else ``user`` is null. Any other type is skipped with rule
+    ``db2luw_record_type_<name>`` (IBM's or third-party names for 0x0087, 0x0049, 0x0085,
+    0x0086, 0x0069, 0x0046, 0x0052, 0x0055; else ``0x00XX``).
+  - DML: 162 ``c``, 161 ``d``, 163 ``u``; 165/164 the same to an empty page. Row block after
+    the DMS header: 2 bytes, length u16 @8, 2 bytes, RID @12, offset u16 @18, record @20
+    (164/165/166: 6 more bytes, offset @24, record @26); an update is two such halves. 110 and
+    131 (undo insert, undo insert to an empty page) carry length @8 and RID @12, no image;
+    111, 112 and 166 carry the row. 124's body is two u64 (IBM's sample), 128's has the
+    description length @88 (third-party code, unverified); both are control records.
+  - Undo and compensation, last in, first out: every undo function record (110, 111, 112,
+    131, 166, 104, 115, DOM 130, in a normal or a compensation record) and every compensation
+    record repeating a change function undoes the latest change of its transaction not yet
+    undone in the archive (changes: the DML, DDL and truncate records, and row records whose
+    image is not formatted user data; control records 124/128/35 are never undone). That
+    change must be of the function the undo reverses (an empty-page insert or delete counts
+    as the plain one) on the same table and RID, else the undo is ``broken_chain`` (it still
+    consumes the change). The header's LSOs are not needed for this. When no change of the
+    transaction is left in the archive, the change is in an earlier archive: the undo row is
+    written with ``undo_of`` null and ``resolve_transactions`` (``resolve.py``, the ordering
+    job's hook) matches it there, last in first out, over the night and the held rows.
 * Byte ranges (``split``, issue 14): cuts only at record starts outside every transaction
   that has undo records in the archive (from its first record to its last undo record) and
   away from damage, so each range decodes on its own to exactly its rows of the whole.
