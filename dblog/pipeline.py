@@ -15,8 +15,12 @@ from pathlib import Path
 
 from .config import load_config
 from .decode import decode_stage
+from .lineage import Lineage, observed
+from .metrics import record_seconds
+from .mirror import mirror_stage
 from .order import load_summary, order_stage
 from .paths import DataRoot, new_run_id, safe_run_id
+from .progress import Progress, staged_text
 from .publish import PublishError, publish
 from .stage import load_manifest, stage
 from .tables import tables_stage
@@ -34,6 +38,7 @@ class RunResult:
     failures: list[str] = field(default_factory=list)
     version: str | None = None
     seconds: dict = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)    # history checks flagged at warn
 
 
 def stage_night(date: str, config: str | None = None, data_root: str | None = None,
@@ -53,6 +58,7 @@ def order_night(spark, run_dir: Path) -> dict:
     manifest = load_manifest(run_dir)
     summary = order_stage(spark, manifest, run_dir)
     tables_stage(spark, manifest, run_dir)
+    mirror_stage(spark, manifest, run_dir)
     return summary
 
 
@@ -69,33 +75,46 @@ def publish_night(run_dir: Path, only_sources: list[str] | None = None) -> Path:
                    only_sources)
 
 
+@observed
 def run_night(date: str, config: str | None = None, data_root: str | None = None,
               sources: list[str] | None = None, master: str | None = None,
-              run_id: str | None = None, spark=None) -> RunResult:
-    """Stage, decode, order, validate and (if valid) publish one logical date."""
+              run_id: str | None = None, spark=None, progress=None) -> RunResult:
+    """Stage, decode, order, validate and (if valid) publish one logical date.
+    ``progress`` shows the stages as they run (``dblog.progress``); the run's OpenLineage
+    events and stage seconds are written by ``dblog.lineage`` and ``dblog.metrics``."""
     from .spark import get_session
 
+    progress = progress or Progress(enabled=False)
     seconds: dict[str, float] = {}
     t0 = time.monotonic()
 
-    def lap(name: str) -> None:
+    def lap(name: str, detail: str | None = None) -> None:
         nonlocal t0
         now = time.monotonic()
         seconds[name] = round(now - t0, 2)
         t0 = now
+        record_seconds(run_dir, name, seconds[name])
+        progress.end(name, seconds[name], detail)
 
+    progress.begin("stage")
     run_dir = stage_night(date, config, data_root, sources, run_id)
+    lineage = Lineage(load_manifest(run_dir)).start(run_dir)
     spark = spark or get_session(master or "local[*]")
-    lap("stage")
+    progress.attach_spark(spark)
+    lap("stage", staged_text(load_manifest(run_dir)))
     log.info("decoding %s", run_dir)
+    progress.begin("decode")
     decode_night(spark, run_dir)
     lap("decode")
     log.info("ordering")
+    progress.begin("order")
     summary = order_night(spark, run_dir)
     lap("order")
     log.info("validating")
+    progress.begin("validate")
     result = validate_night(spark, run_dir)
     lap("validate")
+    progress.begin("publish")
     version = None
     failures = list(result.failures)
     published = result.success
@@ -106,9 +125,10 @@ def run_night(date: str, config: str | None = None, data_root: str | None = None
             published = False
             failures.append(f"publish refused: {exc}")
             _mark_report_unpublished(result.report, str(exc))
-    lap("publish")
+    lap("publish", "published" if published else "nothing published")
+    lineage.end(published, run_dir, seconds, failures, result.warnings)
     return RunResult(run_dir.name, date, published, result.report, summary, failures,
-                     version, seconds)
+                     version, seconds, result.warnings)
 
 
 def _mark_report_unpublished(report: str | None, why: str) -> None:
@@ -132,6 +152,8 @@ def describe(result: RunResult, root: DataRoot) -> str:
                      f"{s['seq_base'] + 1}..{s['last_commit_seq']}")
     for f in result.failures:
         lines.append(f"  failed: {f}")
+    for w in result.warnings:
+        lines.append(f"  warning: {w}")
     if result.published:
         lines.append(f"  published: {root.published}/changes, transactions, tables "
                      f"(snapshot {Path(result.version).name})")

@@ -94,10 +94,9 @@ def text_from_flat(raw: np.ndarray, offsets: np.ndarray, encoding: str) -> tuple
         ok_byte = raw < 0x80
         out_bytes = raw
     # rows whose every byte maps to ASCII
-    # bytes not mapping to ASCII per row (cumulative counts: exact for empty rows anywhere)
-    counts = np.zeros(len(raw) + 1, dtype=np.int64)
-    np.cumsum(~ok_byte, out=counts[1:])
-    bad_bytes = counts[offsets[1:]] - counts[offsets[:-1]]
+    cum = np.zeros(len(raw) + 1, dtype=np.int64)
+    np.cumsum(~ok_byte, out=cum[1:])
+    bad_bytes = cum[offsets[1:]] - cum[offsets[:-1]]
     slow = bad_bytes > 0
     if not _ascii_compatible(encoding) and table is None:
         slow = lengths > 0                            # multi-byte, not ASCII-compatible: all slow

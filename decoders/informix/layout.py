@@ -13,6 +13,10 @@ from __future__ import annotations
 import re
 
 # ----------------------------------------------------------------- header columns
+# A header line starts with these six column titles (any case, any white space); onlog may
+# print more titles after them, e.g. ``subtype specific-info`` (Administrator's Reference,
+# "Log Record Types for Smart Large Objects", the SBLOB figure), and repeats the header
+# anywhere (every 18 records by default).
 HEADER = ("addr", "len", "type", "xid", "id", "link")
 N_HEADER = len(HEADER)
 HEADER_LINE = "addr     len  type     xid      id link"
@@ -28,6 +32,10 @@ RE_UDEC = re.compile(r"[0-9]+")
 RE_DATE = re.compile(r"([0-9]{2})/([0-9]{2})/([0-9]{2})")
 RE_TIME = re.compile(r"([0-9]{2}):([0-9]{2}):([0-9]{2})")
 MAX_ADDR = 0xFFFFFFFF          # a log position (page << 12 | offset) is 32 bits
+# numbers wider than these are quarantined (bad_value), never converted: a tblspace id or
+# rowid fits 64 bits, a decimal column 19 digits (and Python's int() refuses 4,300)
+MAX_HEX_DIGITS = 16
+MAX_DEC_DIGITS = 19
 
 # two-digit years (SPEC section 3): 70-99 -> 19xx, 00-69 -> 20xx
 YEAR_PIVOT = 70
@@ -164,10 +172,44 @@ RECORD_TYPES: dict[str, tuple[tuple[str, str, str], ...]] = {
     "BEGPREP": _cols(("flags", DEC), ("number of participants", DEC)),
     "PREPARE": _cols(("coordinator DBSERVERNAME", ASCII)),
     "ENDTRANS": (),
+    # Record types IBM documents for onlog beyond formats/informix-onlog-record-types.txt
+    # (DOCUMENTED below says where). Columns whose printed form the documents do not show
+    # (an "array", a subtype's specific information) are not required: onlog's further
+    # columns are kept, not checked.
+    "ALLOCGENPG": _cols(("tblspace ID", DEC), ("rowid", DEC), ("slot flags and length", DEC),
+                        ("page version if delete", DEC), ("flags, vimage record", DEC),
+                        ("rowid for previous", DEC), ("data", ASCII)),
+    "ALTSPCOLSNEW": _cols(("number of columns", DEC)),
+    "ALTSPCOLSOLD": _cols(("number of columns", DEC)),
+    "BEGWORK": (),
+    "BSPADD": (),
+    "SBLOB": _cols(("subtype", ASCII)),
 }
 
-# a last ASCII column takes the rest of the line (a name may hold blanks)
-REST_OF_LINE = frozenset(t for t, cols in RECORD_TYPES.items() if cols and cols[-1][1] == ASCII)
+# where each record type beyond the IDS 10.0 table comes from (docs/VENDOR_EXAMPLES.md)
+_ADREF = "IBM Informix Administrator's Reference"
+_TABLE = (f'{_ADREF} 12.10/14.10, "Logical-log record types and additional columns", Table 1 '
+          "(ids_adr_0358; IDS 10.0 Table 8, adref260.htm)")
+DOCUMENTED: dict[str, str] = {
+    "BEGPREP": "IBM Informix OnLine 5 Administrator's Guide p.9-44; " + _TABLE,
+    "PREPARE": "IBM Informix OnLine 5 Administrator's Guide p.9-44",
+    "ENDTRANS": "IBM Informix OnLine 5 Administrator's Guide p.9-44",
+    "ALLOCGENPG": _TABLE, "ALTSPCOLSNEW": _TABLE, "ALTSPCOLSOLD": _TABLE, "BEGWORK": _TABLE,
+    "BSPADD": _TABLE,
+    "SBLOB": (f'{_ADREF} 14.10, "Log Record Types for Smart Large Objects" (ids_adr_0359; '
+              "IDS 10.0 Table 9 and Figure 24, adref261.htm)"),
+}
+# SBLOB subtypes listed in "Record Subtypes for Smart Large Objects" (as far as the copies
+# we could read go); a subtype is printed as an upper-case word and is not checked against
+# this list (the table in our copies is cut short).
+SBLOB_SUBTYPES = ("CHALLOC", "CHCOMBINE", "CHFREE", "CHSPLIT", "CREATE", "DELETE", "EXTEND",
+                  "HDRUPD", "PDELETE", "PTRUNC", "REFCOUNT")
+
+# a last ASCII column takes the rest of the line (a name may hold blanks); not so for a
+# record type whose further columns the documents do not show (SBLOB: subtype, then the
+# subtype's specific information)
+REST_OF_LINE = frozenset(t for t, cols in RECORD_TYPES.items()
+                         if cols and cols[-1][1] == ASCII and t != "SBLOB")
 
 # ----------------------------------------------------------------- what each type means
 BEGIN, COMMIT, ROLLBACK, CLR = "BEGIN", "COMMIT", "ROLLBACK", "CLR"
