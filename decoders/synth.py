@@ -129,7 +129,7 @@ def render(table: Table, values: list | None) -> str | None:
     if values is None:
         return None
     r = _renderers.get(id(table))
-    if r is None:
+    if r is None or r.columns != tuple(table.columns):   # ids of freed tables are reused
         r = _renderers[id(table)] = RowRenderer(table.columns)
     return r(values)
 

@@ -17,9 +17,10 @@ from .conftest import REPO
 def test_sample_config_loads_with_defaults():
     cfg = load_config(REPO / "include" / "sources.yaml")
     names = [s.name for s in cfg.sources]
-    assert names == ["pos_solid", "erp_db2", "wms_informix", "fin_rdb", "core_zos"]
+    assert names == ["pos_solid", "erp_db2", "hr_db2v10", "wms_informix", "fin_rdb",
+                     "core_zos"]
     db2 = cfg.source("erp_db2")
-    assert db2.options == {"byte_order": "little", "codepage": "utf-8"}
+    assert db2.options == {"byte_order": "little", "codepage": "utf-8", "layout": "v7"}
     assert cfg.source("core_zos").options == {"codepage": "cp037", "rdw": True}
     assert cfg.source("wms_informix").timezone == "America/Chicago"
     assert cfg.source("pos_solid").quarantine_threshold == 0.05

@@ -228,7 +228,7 @@ def test_schedule_is_configurable(tmp_path):
 
 def test_trigger_form_params(parsed):
     d = parsed["dag"]
-    configured = ["pos_solid", "erp_db2", "wms_informix", "fin_rdb", "core_zos"]
+    configured = ["pos_solid", "erp_db2", "hr_db2v10", "wms_informix", "fin_rdb", "core_zos"]
     assert d["params"] == {"sources": configured, "reprocess_date": None}
     sources = d["param_schema"]["sources"]
     assert sources["type"] == "array" and sources["examples"] == configured  # multi-select

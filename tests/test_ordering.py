@@ -22,6 +22,10 @@ pytestmark = pytest.mark.spark
 SOURCES = [
     {"name": "pos_solid", "format": "soliddb"},
     {"name": "erp_db2", "format": "db2luw", "options": {"byte_order": "big", "codepage": "utf-8"}},
+    # Db2 10.1-12.1 (layout v10) in both byte orders (SPEC section 3), one catalog
+    {"name": "hr_db2v10", "format": "db2luw", "options": {"layout": "v10", "byte_order": "big"}},
+    {"name": "hr_db2v10_le", "format": "db2luw", "catalog": str(REPO / "include" / "catalogs" / "hr_db2v10.json"),
+     "options": {"layout": "v10", "byte_order": "little"}},
     {"name": "wms_informix", "format": "informix", "timezone": "America/Chicago"},
     {"name": "fin_rdb", "format": "rdb", "timezone": "Europe/Berlin"},
     {"name": "core_zos", "format": "lldf", "options": {"codepage": "cp037", "rdw": True}},

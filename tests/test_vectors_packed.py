@@ -91,3 +91,10 @@ def test_db2_dates_edges():
     assert arr.to_pylist() == [_dt.date(1996, 4, 3), _dt.date(2000, 2, 29), None,
                                _dt.date(1, 1, 1), _dt.date(9999, 12, 31), None, None, None]
     assert bad.tolist() == [False, False, True, False, False, True, True, True]
+
+
+def test_text_flags_a_bad_last_byte_before_empty_rows():
+    """A row's last byte is checked even when empty rows follow it (vectors.text)."""
+    buf = np.frombuffer(b"abcd\x80xyz", dtype=np.uint8)
+    arr, bad = V.text(buf, np.array([0, 3, 8, 8]), np.array([3, 2, 0, 0]), "utf-8")
+    assert arr.to_pylist() == ["abc", None, "", ""] and bad.tolist() == [False, True, False, False]

@@ -1,16 +1,23 @@
-"""Db2 LUW Version 7 log-read buffer streams (db2ReadLog/sqlurlog output, SPEC section 3)."""
+"""Db2 LUW log-read buffer streams (db2ReadLog/sqlurlog output, SPEC section 3): the Version 7
+layout (``layout: v7``, the default) and Db2 10.1 to 12.1 (``layout: v10``)."""
 
 from __future__ import annotations
 
 FORMAT = "db2luw"
 SEQUENTIAL = False
 # option -> (default, check): a tuple of allowed values, ``bool``, or ``"codec"`` (a code page)
-OPTIONS: dict = {"byte_order": ("little", ("little", "big")), "codepage": ("utf-8", "codec")}
+OPTIONS: dict = {"byte_order": ("little", ("little", "big")), "codepage": ("utf-8", "codec"),
+                 "layout": ("v7", ("v7", "v10"))}
 HAS_IMAGES = True          # the log carries row images (before/after)
 
 
 def check_column(column) -> str | None:
-    """What is wrong with a catalog column for this format (None: nothing)."""
+    """What is wrong with a catalog column for this format (None: nothing): Db2's limits on
+    what a fixed section can hold (CHAR/BINARY 1..255 bytes, DECIMAL 1..31 digits)."""
+    if column.type in ("CHAR", "BINARY") and not 1 <= (column.length or 0) <= 255:
+        return f"db2luw {column.type} length must be 1..255 (Db2's limit), got {column.length}"
+    if column.type == "DECIMAL" and column.precision is not None and not 1 <= column.precision <= 31:
+        return f"db2luw DECIMAL precision must be 1..31 (Db2's limit), got {column.precision}"
     return None
 
 
@@ -21,7 +28,8 @@ def archive_sort_key(name: str) -> str:
 
 # the decoder and the generator are imported on first use (the config and the DAG need
 # only the names above)
-_LAZY = {'decode': 'decoder', 'Synth': 'synth'}
+_LAZY = {'decode': 'decoder', 'split': 'decoder', 'Synth': 'synth',
+         'resolve_transactions': 'resolve'}
 
 
 def __getattr__(name: str):

@@ -1,9 +1,19 @@
-"""Decoder of Db2 LUW Version 7 log-read buffer streams (SPEC section 3, db2luw).
+"""Decoder of Db2 LUW log-read buffer streams (SPEC section 3, db2luw): Version 7
+(``layout: v7``, the default) and Db2 10.1 to 12.1 (``layout: v10``, decisions below).
 
-The archive is ``repeat { LSN (6 bytes), log record }``; each log record starts with the
-Log Manager header (20 bytes; 26 for a compensation record ``C``; 32 for a propagatable
-compensation record, i.e. ``C`` with flag 0x0002). Every record read gives exactly one
-event row (``n_records`` = 1); ``record_offset`` is the offset of the record's LSN prefix.
+Version 7: the archive is ``repeat { LSN (6 bytes), log record }``; each log record starts
+with the Log Manager header (20 bytes; 26 for a compensation record ``C``; 32 for a
+propagatable compensation record, i.e. ``C`` with flag 0x0002). Every record read gives
+exactly one event row (``n_records`` = 1, ``n_bytes`` = its prefix and record);
+``record_offset`` is the offset of the record's LSN prefix.
+
+How it decodes (issue 13): one framing pass over the length fields (``frame``), the headers
+of all records gathered with numpy (``layout.py``), records classified by type and function
+with masks; inserts, deletes and updates decoded per table in batches (``rows.RowBatch``),
+commits, aborts, pending lists and skipped types as columns; every other record, and every
+record failing a vectorised check, through the careful per-record path (``careful.py``),
+which also keeps the per-transaction undo state (the columnar path tells it about the
+changes and transaction ends of the transactions that have undo records in the archive).
 
 Decisions (where SPEC and the vendor text leave room):
 
@@ -48,632 +58,603 @@ Decisions (where SPEC and the vendor text leave room):
   else the source ``codepage`` option (default utf-8). BLOB/CLOB/VARBINARY have the
   4-byte offset/length fixed part of VARCHAR. A fixed section longer than the catalog's
   columns need is accepted (bytes beyond are ignored); a shorter one is corrupt.
+* Values out of range are quarantined (``bad_value``), never published: a packed DECIMAL,
+  DATE, TIME or TIMESTAMP with a nibble that is no digit or no calendar value, a REAL or
+  DOUBLE that is NaN or infinite (Db2 stores neither), a v10 commit time past 9999-12-31.
+  A code page that is no character set (``idna``, ``undefined``...; the configuration
+  refuses them) makes every CHAR/VARCHAR value a ``bad_value``; commit authids are then read
+  as ASCII.
 * DMS 113/115 (alter column length) are not laid out in the vendor document; the project
   reads them as padding(2), column number u2 (0-based, like SYSCAT.COLUMNS.COLNO),
   reserved(2), old length u4, new length u4 (``layout.ALTER_COLUMN``).
-* Packed DATE/TIME/TIMESTAMP take a table-driven fast path; anything it does not accept
-  goes to the shared codec in ``decoders.codecs``, which gives the canonical ``BadValue``.
-* Framing errors: a tail shorter than LSN + header, or a record length past the end of the
-  file, is ``truncated`` (NeedData); a record length smaller than its header is ``corrupt``.
-  Either way the rest of the file is one quarantine row and decoding stops. Any other bad
-  record is quarantined alone and decoding goes on with the next record.
+* Framing errors (``frames.py``): a tail shorter than prefix + header, or a record length
+  past the end of the file, is ``truncated`` (NeedData); a record length smaller than its
+  header, or a length that leads to no plausible record, is ``corrupt``. Decoding then
+  resynchronises at the next plausible record (header fields in their domains, positions
+  rising, the length inside the archive and the record after it plausible too); the bytes in
+  between are one quarantine row (``n_records`` 1, ``n_bytes`` the span), so a damaged length
+  or type byte costs only the damaged record. A record whose header is not plausible but
+  whose successor is stays a record (e.g. a type that is no letter: ``unknown_record_type``).
+  Any other bad record is quarantined alone and decoding goes on with the next record.
+* ``layout: v10`` (Db2 10.1 to 12.1, db2ReadLog with a connection and FILTER_ON; SPEC
+  section 3, formats/db2luw-v10-notes.md): each record behind a 56-byte
+  ``db2ReadLogFilterData``; the next prefix follows the record's own length (header u32 @0;
+  ``realLogRecLen`` is not used). Everything the two layouts share is shared code: DMS/DOM
+  headers, DDL and control bodies, undo functions, the record header, the Formatted User
+  Data Record and every value encoding, the row-image decoding, resynchronisation, ranges.
+  Where the public documents are silent, decided as a Db2 user would:
+
+  - ``position`` (and ``commit_position``) = LFS then LSN, 32 upper-case hex digits (sorts
+    like the log, also across pureScale streams); ``trx_id`` = the TID's 6 bytes as 12 hex
+    digits (opaque); ``row_id`` = the 6-byte RID as 12 hex digits (as IBM's sample prints it).
+    The header is authoritative: the prefix's LRIs are not compared with it (the type-1 LRI
+    type must be 1 only to find a record again after damage).
+  - Types: 0x004E normal, 0x0043 compensation (56-byte header, 64 with flag 0x0002),
+    0x0041 abort (its authid is not read), 0x0084 commit and 0x008A local pending list: both
+    end the transaction as committed (rule ``local_pending_list`` on the latter's row); their
+    time is u64 UTC seconds @40 (past 9999-12-31: ``bad_value``); the authid (length u16 @48,
+    text @50, trailing blanks and NULs trimmed) only when the record has the propagatable
+    flag, else ``user`` is null. Any other type is skipped with rule
+    ``db2luw_record_type_<name>`` (IBM's or third-party names for 0x0087, 0x0049, 0x0085,
+    0x0086, 0x0069, 0x0046, 0x0052, 0x0055; else ``0x00XX``).
+  - DML: 162 ``c``, 161 ``d``, 163 ``u``; 165/164 the same to an empty page. Row block after
+    the DMS header: 2 bytes, length u16 @8, 2 bytes, RID @12, offset u16 @18, record @20
+    (164/165/166: 6 more bytes, offset @24, record @26); an update is two such halves. 110 and
+    131 (undo insert, undo insert to an empty page) carry length @8 and RID @12, no image;
+    111, 112 and 166 carry the row. 124's body is two u64 (IBM's sample), 128's has the
+    description length @88 (third-party code, unverified); both are control records.
+  - Undo and compensation, last in, first out: every undo function record (110, 111, 112,
+    131, 166, 104, 115, DOM 130, in a normal or a compensation record) and every compensation
+    record repeating a change function undoes the latest change of its transaction not yet
+    undone in the archive (changes: the DML, DDL and truncate records, and row records whose
+    image is not formatted user data; control records 124/128/35 are never undone). That
+    change must be of the function the undo reverses (an empty-page insert or delete counts
+    as the plain one) on the same table and RID, else the undo is ``broken_chain`` (it still
+    consumes the change). The header's LSOs are not needed for this. When no change of the
+    transaction is left in the archive, the change is in an earlier archive: the undo row is
+    written with ``undo_of`` null and ``resolve_transactions`` (``resolve.py``, the ordering
+    job's hook) matches it there, last in first out, over the night and the held rows.
+* Byte ranges (``split``, issue 14): cuts only at record starts outside every transaction
+  that has undo records in the archive (from its first record to its last undo record) and
+  away from damage, so each range decodes on its own to exactly its rows of the whole.
 """
 
 from __future__ import annotations
 
-import datetime as _dt
 import decimal
 import struct
-from typing import Callable
 
-from .. import codecs as C
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .. import vectors as V
 from ..base import DecodeContext
-from ..catalog import Catalog, Table
-from ..errors import BadValue, BrokenChain, Corrupt, DecodeError, NeedData, UnknownRecordType, \
-    UnknownTable
+from ..catalog import codec_problem
+from ..errors import Corrupt, DecodeError, NeedData
 from ..events import EventSink
+from ..framing import Frames, concat_text, hex_bytes, hex_ints, split_ranges
+from ..layout import as_uint8, gather
 from . import layout as L
+from .frames import Framer
+from .careful import DEFAULT_CODEPAGE, MAX_EPOCH_SECONDS, Careful, rid_text
+from .rows import RowBatch
 
-DEFAULT_CODEPAGE = "utf-8"
-_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+_US = 1_000_000
 
-
-def _pos(lsn: bytes) -> str:
-    return lsn.hex().upper()
-
-
-def _rid(rid: int) -> str:
-    return format(rid & 0xFFFFFFFF, "08X")
-
-
-# ----------------------------------------------------------------- row images
-
-def _text(encoding: str) -> Callable[[bytes], str]:
-    def dec(raw: bytes) -> str:
-        return C.decode_text(raw, encoding, "CHAR/VARCHAR")
-    return dec
-
-
-def _float4(v: float) -> C.Float4:
-    return C.Float4(v)
-
-
-def _packed(scale: int) -> Callable[[bytes], object]:
-    def dec(raw: bytes):
-        return C.decode_packed(raw, scale)
-    return dec
-
-
-# Fast paths for the packed DATE/TIME/TIMESTAMP of the hot loop: a byte -> two-digit value
-# table; anything unusual (a non-decimal nibble, an impossible date) is handed to the shared
-# codec, which raises the canonical ``BadValue``.
-_BCD = [-1 if (b >> 4) > 9 or (b & 15) > 9 else (b >> 4) * 10 + (b & 15) for b in range(256)]
-
-
-def _date(raw: bytes):
-    v = [_BCD[x] for x in raw]
-    if -1 not in v:
-        try:
-            return _dt.date(v[0] * 100 + v[1], v[2], v[3])
-        except ValueError:
-            pass
-    return C.decode_db2_date(raw)
-
-
-def _time(raw: bytes):
-    v = [_BCD[x] for x in raw]
-    if -1 not in v:
-        try:
-            return _dt.time(v[0], v[1], v[2])
-        except ValueError:
-            pass
-    return C.decode_db2_time(raw)
-
-
-def _timestamp(raw: bytes):
-    v = [_BCD[x] for x in raw]
-    if -1 not in v:
-        try:
-            return _dt.datetime(v[0] * 100 + v[1], v[2], v[3], v[4], v[5], v[6],
-                                (v[7] * 100 + v[8]) * 100 + v[9])
-        except ValueError:
-            pass
-    return C.decode_db2_timestamp(raw)
-
-
-_FIXED, _VAR = 0, 1
-
-
-class RowCodec:
-    """Precompiled extractor of one table's Formatted User Data Records: one struct
-    ``unpack_from`` for the whole fixed section, then a converter per column."""
-
-    __slots__ = ("table", "specs", "fixed", "fixed_size", "render", "names")
-
-    def __init__(self, table: Table, st: L.Db2Structs, codepage: str) -> None:
-        self.table = table
-        enc = table.encoding or codepage
-        text = _text(enc)
-        codes = [st.prefix]
-        specs = []
-        vi = 0
-        for col in table.columns:
-            t = col.type
-            if t not in L.FIXED_TYPE_CODES and t not in ("VARCHAR", "VARBINARY", "CLOB", "BLOB"):
-                raise ValueError(f"db2luw cannot decode column type {t}")
-            code, nvals = st.column_code(col)
-            codes.append(code)
-            if nvals == 2:
-                kind = _VAR
-                conv = text if t in ("VARCHAR", "CLOB") else None
-            else:
-                kind = _FIXED
-                conv = {
-                    "REAL": _float4, "DECIMAL": _packed(col.scale or 0),
-                    "DATE": _date, "TIME": _time, "TIMESTAMP": _timestamp, "CHAR": text,
-                }.get(t)
-                if t == "FLOAT" and col.length == 4:
-                    conv = _float4
-            ni = -1
-            if col.nullable:
-                codes.append("B")
-                ni = vi + nvals
-            specs.append((kind, vi, ni, conv, col.name))
-            vi += nvals + (1 if col.nullable else 0)
-        self.fixed = struct.Struct("".join(codes))
-        self.fixed_size = self.fixed.size
-        self.specs = tuple(specs)
-        self.render = C.RowRenderer(table.columns)
-        self.names = [c.name for c in table.columns]
-
-    def values(self, data: bytes, fixed: int, fixed_len: int, end: int) -> list:
-        """Column values of the image whose fixed section starts at ``fixed`` (call it in a
-        decimal context of more than 31 digits, as ``decode`` does, for exact DECIMAL(31))."""
-        raw = self.fixed.unpack_from(data, fixed)
-        var_end = end - fixed               # variable data must lie before the image's end
-        out = []
-        append = out.append
-        name = ""
-        try:
-            for kind, vi, ni, conv, name in self.specs:
-                if ni >= 0:
-                    nb = raw[ni]
-                    if nb:
-                        if nb != L.NULL_FLAG_NULL:
-                            raise BadValue("null flag is neither 0x00 nor 0x01",
-                                           expected="0x00/0x01", actual=f"0x{nb:02X}")
-                        append(None)
-                        continue
-                if kind == _FIXED:
-                    v = raw[vi]
-                    append(v if conv is None else conv(v))
-                else:
-                    ofs, ln = raw[vi], raw[vi + 1]
-                    if ln and (ofs < fixed_len or ofs + ln > var_end):
-                        raise Corrupt("column data offset outside the record",
-                                      offset=fixed + ofs, path="variable_ref",
-                                      expected=f"{fixed_len}..{var_end} (variable section)",
-                                      actual=f"offset {ofs} length {ln}")
-                    v = data[fixed + ofs:fixed + ofs + ln]
-                    append(v if conv is None else conv(v))
-        except DecodeError as exc:
-            exc.path = f"column {name}" + (f" {exc.path}" if exc.path else "")
-            if exc.offset is None:
-                exc.offset = fixed
-            raise
-        return out
-
-
-# ----------------------------------------------------------------- per-transaction undo state
-
-class _Change:
-    __slots__ = ("lsn", "func", "table_id", "rid", "undone")
-
-    def __init__(self, lsn, func, table_id, rid):
-        self.lsn, self.func, self.table_id, self.rid, self.undone = lsn, func, table_id, rid, False
-
-
-class _Trx:
-    __slots__ = ("by_prev", "by_lsn", "changes")
-
-    def __init__(self) -> None:
-        self.by_prev: dict[bytes, _Change] = {}
-        self.by_lsn: dict[str, _Change] = {}
-        self.changes: list[_Change] = []
-
-
-class _Skip(Exception):
-    """Internal: this row image is not formatted user data (a control record)."""
-
-
-# ----------------------------------------------------------------- the decoder
 
 class Decoder:
-    """Decodes one archive. Handlers are found with dicts keyed by record type and by
-    (component, function); every handler emits exactly one event row for its record."""
+    """Decodes one archive (or one byte range of it: ``ctx.offset``, ``ctx.index``)."""
 
-    def __init__(self, ctx: DecodeContext, sink: EventSink) -> None:
+    def __init__(self, ctx: DecodeContext, sink: EventSink, fast: bool = True) -> None:
         opts = ctx.options or {}
-        self.st = L.structs(opts.get("byte_order", "little"))
+        self.fast = fast                # False: every record through the careful path (tests)
+        self.v = L.variant(opts.get("layout"))
+        self.byte_order = opts.get("byte_order", "little")
+        self.lay = self.v.layouts(self.byte_order)
         self.codepage = opts.get("codepage") or DEFAULT_CODEPAGE
-        self.catalog: Catalog = ctx.catalog
-        self.archive = ctx.archive
+        self.catalog = ctx.catalog
+        self.ctx = ctx
         self.sink = sink
-        self.codecs: dict[str, RowCodec | None] = {}
-        self.trxs: dict[str, _Trx] = {}
-        st = self.st
-        self.lm = st.lm_header
-        self.dms = st.dms_header
-        self.dom = st.dom_header
-        self.row_block = st.row_block
-        self.rec_header = st.record_header
-        self.fud_header = st.fud_header
-        self.by_type = {
-            L.NORMAL: self._normal, L.COMPENSATION: self._normal, L.COMMIT: self._commit,
-            L.ABORT: self._abort, L.PENDING_LIST: self._pending_list,
-        }
-        D, O = L.COMPONENT_DMS, L.COMPONENT_DOM
-        self.functions: dict[tuple[int, int], Callable] = {
-            (D, L.DMS_INSERT): self._insert, (D, L.DMS_DELETE): self._delete,
-            (D, L.DMS_UPDATE): self._update, (D, L.DMS_ADD_COLUMNS): self._add_columns,
-            (D, L.DMS_ALTER_COLUMN): self._alter_column,
-            (D, L.DMS_UNDO_INSERT): self._undo_insert, (D, L.DMS_UNDO_DELETE): self._undo_row,
-            (D, L.DMS_UNDO_UPDATE): self._undo_row, (D, L.DMS_UNDO_ADD_COLUMNS): self._undo_ddl,
-            (D, L.DMS_UNDO_ALTER_COLUMN): self._undo_ddl,
-            (D, L.DMS_ALTER_ATTRIBUTE): self._alter_attribute, (D, L.DMS_INIT_TABLE): self._init_table,
-            (O, L.DOM_CREATE_TABLE): self._create_table, (O, L.DOM_DROP_TABLE): self._drop_table,
-            (O, L.DOM_CREATE_INDEX): self._index, (O, L.DOM_DROP_INDEX): self._index,
-            (O, L.DOM_TRUNCATE): self._truncate, (O, L.DOM_REORG): self._reorg,
-            (O, L.DOM_UNDO_CREATE_TABLE): self._undo_ddl,
-        }
-        # changes that an undo can name: registered before their body is decoded
-        self.undoable = frozenset(L.COMPENSATES)
-        # record fields of the record being decoded
-        self.off = self.idx = 0
-        self.pos = self.trx = ""
-        self.rtype = 0
-        self.prev = L.ZERO_LSN
-        self.undo_next: bytes | None = None
-        self.compensated: bytes | None = None
+        self.careful = Careful(ctx, sink, self.v, self.byte_order)
+        self.framer = Framer(self.v, self.byte_order)
+        self.batches: dict[str, RowBatch | None] = {}
+        self.insert_functions = [fn for fn, (op, _) in self.v.row_functions.items() if op == "c"]
 
     # ------------------------------------------------------------- framing
-    def run(self, data: bytes) -> None:
-        n = len(data)
-        pos = 0
-        index = 0
-        lm = self.lm
-        lm_size = lm.size
-        head = L.LSN_LEN + lm_size
-        by_type = self.by_type
-        sink = self.sink
-        while pos < n:
-            if n - pos < head:
-                self._rest(data, pos, index, NeedData(
-                    "truncated tail: too short for an LSN and a Log Manager header",
-                    offset=pos, path="lm_header", expected=head, actual=n - pos))
-                return
-            lsn = data[pos:pos + L.LSN_LEN]
-            length, rtype, flags, prev, tid = lm.unpack_from(data, pos + L.LSN_LEN)
-            if length < lm_size:
-                self._rest(data, pos, index, Corrupt(
-                    "record length smaller than the Log Manager header; cannot resynchronise",
-                    offset=pos + L.LSN_LEN, path="lm_header.len_record",
-                    expected=f">= {lm_size}", actual=length))
-                return
-            end = pos + L.LSN_LEN + length
-            if end > n:
-                self._rest(data, pos, index, NeedData(
-                    "record length past the end of the file", offset=pos + L.LSN_LEN,
-                    path="lm_header.len_record", expected=length,
-                    actual=n - pos - L.LSN_LEN))
-                return
-            self.off, self.idx = pos, index
-            self.pos = lsn.hex().upper()
-            self.trx = tid.hex().upper()
-            self.rtype, self.prev = rtype, prev
-            handler = by_type.get(rtype)
-            try:
-                if handler is None:
-                    if rtype < 128 and chr(rtype).isalpha():
-                        sink.add("skip", pos, index, rule=f"db2luw_record_type_{chr(rtype)}",
-                                 trx_id=self.trx, position=self.pos)
-                    else:
-                        raise UnknownRecordType("record type is not an ASCII letter",
-                                                offset=pos + L.LSN_LEN + 4,
-                                                path="lm_header.record_type",
-                                                expected="a letter (N C M A E ...)",
-                                                actual=f"0x{rtype:04X}")
+    def frame(self, data) -> Frames:
+        return self.framer.frame(data, base=self.ctx.offset)
+
+    def split(self, data, target: int) -> list[dict]:
+        """Byte ranges of about ``target`` bytes that decode on their own (see ``split``)."""
+        v, lay, fr = self.v, self.lay, self.framer
+        frames = fr.frame(data)
+        rec_index, _ = frames.record_indexes(0)
+        starts, lengths = frames.starts, frames.lengths
+        n = len(starts)
+        if n < 2:
+            return [{"start": 0, "end": len(data), "index": 0}]
+        buf = as_uint8(data)
+        hdr = lay.header.gather(buf, starts + v.prefix_size)
+        rtype = hdr["record_type"].astype(np.int64)
+        body = starts + v.prefix_size + v.header_size
+        has2 = body + 2 <= starts + lengths
+        at = np.minimum(body, len(buf) - 2)
+        key = np.where(has2, buf[at].astype(np.int64) * 256 + buf[at + 1], -1)
+        undoing = (rtype == v.COMPENSATION) | (
+            (rtype == v.NORMAL) & np.isin(key, [c * 256 + fn for c, fn in v.undoes]))
+        tid64 = (hdr["tid"].astype(np.uint64) << np.array([40, 32, 24, 16, 8, 0], np.uint64)).sum(axis=1)
+        # a transaction with undo records here: no cut between its first record and its last
+        # undo record (the undo state is per range)
+        depth = np.zeros(n + 1, dtype=np.int64)
+        if undoing.any():
+            uniq, first = np.unique(tid64, return_index=True)
+            u_tid = tid64[undoing]
+            u_idx = np.flatnonzero(undoing)
+            last = np.full(len(uniq), -1, dtype=np.int64)
+            np.maximum.at(last, np.searchsorted(uniq, u_tid), u_idx)
+            has = last >= 0
+            np.add.at(depth, first[has] + 1, 1)
+            np.add.at(depth, last[has] + 1, -1)
+        inside = np.cumsum(depth)[:n] > 0
+        # and never next to damage or a record whose header is not plausible
+        ok = fr.head_ok(buf, starts, len(data))
+        hi, lo = fr.keys(buf, starts)
+        ok[1:] &= (hi[1:] > hi[:-1]) | ((hi[1:] == hi[:-1]) & (lo[1:] > lo[:-1]))
+        contiguous = np.ones(n, dtype=bool)
+        contiguous[1:] = starts[:-1] + lengths[:-1] == starts[1:]
+        allowed = ~inside & ok & contiguous
+        allowed[1:] &= ok[:-1] & contiguous[:-1]
+        allowed[:-1] &= ok[1:] & contiguous[1:]
+        allowed[0] = False
+        return [{"start": a, "end": b, "index": i}
+                for a, b, i in split_ranges(starts, len(data), target, allowed, rec_index)]
+
+    # ------------------------------------------------------------- the archive
+    def run(self, data) -> None:
+        frames = self.frame(data)
+        rec_index, dmg_index = frames.record_indexes(self.ctx.index)
+        for d, i in zip(frames.damaged, dmg_index):
+            self.careful.quarantine_span(data, d.start, d.end, i, d.error)
+        if len(frames):
+            self._records(data, frames, rec_index)
+
+    def _records(self, data, frames: Frames, rec_index: np.ndarray) -> None:
+        v, lay = self.v, self.lay
+        buf = as_uint8(data)
+        starts, lengths = frames.starts, frames.lengths
+        ends = starts + lengths
+        n = len(starts)
+        hdr = lay.header.gather(buf, starts + v.prefix_size)
+        rtype = hdr["record_type"].astype(np.int64)
+        flags = hdr["flags"].astype(np.int64)
+        tid = hdr["tid"]
+        self.trx_hex = hex_bytes(tid)
+        if v is L.V7:
+            self.pos_hex = hex_bytes(lay.prefix.gather(buf, starts)["lsn"])
+        else:
+            self.pos_hex = concat_text(hex_ints(hdr["lfs"], 16), hex_ints(hdr["lsn"], 16))
+        self.offsets = self.ctx.offset + starts
+        self.rec_index, self.lengths = rec_index, lengths
+        normal = rtype == v.NORMAL
+        compensation = rtype == v.COMPENSATION
+        prop = (flags & L.FLAG_PROPAGATABLE) != 0
+        hsize = np.where(compensation, np.where(prop, v.prop_comp_size, v.comp_size), v.header_size)
+        body = starts + v.prefix_size + hsize
+        has2 = body + 2 <= ends
+        at = np.minimum(body, len(buf) - 2)
+        comp = np.where(has2, buf[at], -1).astype(np.int64)
+        func = np.where(has2, buf[at + 1], -1).astype(np.int64)
+        key = comp * 256 + func
+        f = _Fields(self, buf, body, ends, comp)
+        row = normal & (comp == L.COMPONENT_DMS) & np.isin(func, list(v.row_functions))
+        commit = rtype == v.COMMIT
+        if v is L.V10:
+            commit |= rtype == v.PENDING_LIST
+        abort = rtype == v.ABORT
+        known = normal | commit | abort | compensation | (rtype == v.PENDING_LIST)
+        if v is L.V7:
+            pending = rtype == v.PENDING_LIST
+            skip = ~known & np.isin(rtype, [ord(c) for c in _LETTERS])
+        else:
+            pending = np.zeros(n, dtype=bool)
+            skip = ~known
+        control_keys = [c * 256 + fn for c, fn in v.control_functions]
+        control = normal & np.isin(key, control_keys)
+        undo = ((normal | compensation) & np.isin(key, [c * 256 + fn for c, fn in v.undoes])) | \
+            (compensation & np.isin(key, [c * 256 + fn for c, fn in v.compensates]))
+        # fast paths; what they cannot take goes the careful path
+        if not self.fast:
+            row = commit = abort = pending = skip = control = undo = np.zeros(n, dtype=bool)
+        careful = ~(row | commit | abort | pending | skip | control | undo)
+        took_rows, row_fail = self._rows(buf, np.flatnonzero(row), body, ends, func, f)
+        careful[row_fail] = True
+        took_commits = self._commits(buf, np.flatnonzero(commit), body, ends, flags, rtype, careful)
+        self._simple("abort", np.flatnonzero(abort), trx_end="abort")
+        self._simple("control", np.flatnonzero(pending), rule="local_pending_list")
+        if skip.any():
+            self._simple("skip", np.flatnonzero(skip), rule=self._skip_rules(rtype[skip]))
+        self._controls(np.flatnonzero(control), key, body, ends, f, careful)
+        took_undo = self._undo_plan(data, np.flatnonzero(undo), compensation, key, body, ends, f, careful)
+        # in archive order: the careful path, and the undo state of the transactions that
+        # have undo records here (their changes are registered, their ends forget them)
+        tid64 = (tid.astype(np.uint64) << np.array([40, 32, 24, 16, 8, 0], np.uint64)).sum(axis=1)
+        undoing = compensation | undo | (normal & np.isin(key, [c * 256 + fn for c, fn in v.undoes]))
+        # a change matters to the undo state only before the last undo record of its transaction
+        last_undo = {}
+        for t_, i_ in zip(tid64[undoing].tolist(), np.flatnonzero(undoing).tolist()):
+            last_undo[t_] = i_
+        if last_undo:
+            u_tid = np.fromiter(last_undo.keys(), dtype=np.uint64, count=len(last_undo))
+            u_last = np.fromiter(last_undo.values(), dtype=np.int64, count=len(last_undo))
+            order = np.argsort(u_tid)
+            u_tid, u_last = u_tid[order], u_last[order]
+            at_ = np.minimum(np.searchsorted(u_tid, tid64), len(u_tid) - 1)
+            before_last = (u_tid[at_] == tid64) & (np.arange(n) < u_last[at_])
+        else:
+            before_last = np.zeros(n, dtype=bool)
+        stateful = (before_last & (took_rows | took_commits | abort)) | took_undo
+        todo = np.flatnonzero(careful | stateful)
+        if len(todo):
+            kind = np.select([careful[todo], took_rows[todo], took_undo[todo]], [0, 1, 2], 3)
+            self._ordered_pass(data, todo, kind, hdr, starts, ends, func, f)
+
+    # ------------------------------------------------------------- the ordered pass
+    def _ordered_pass(self, data, todo, kind, hdr, starts, ends, func, f) -> None:
+        """Kinds: 0 careful record, 1 change to register, 2 undo to resolve, 3 end."""
+        cf, v = self.careful, self.v
+        take = pa.array(todo)
+        positions = self.pos_hex.take(take).to_pylist()
+        trxs = self.trx_hex.take(take).to_pylist()
+        prevs = hdr["lsn_prev" if v is L.V7 else "lso_prev"][todo]
+        prevs = [bytes(p) for p in prevs] if v is L.V7 else prevs.tolist()
+        rids = f.rid_values(todo)
+        tables = f.dms_tables(todo)
+        funcs = func[todo].tolist()
+        plan = self.plan
+        register, resolve = cf.register, cf.resolve
+        out_idx, out_target = [], []
+        for k, (i, kd, p, t) in enumerate(zip(todo.tolist(), kind.tolist(), positions, trxs)):
+            if kd == 1:
+                register(t, p, prevs[k], L.COMPONENT_DMS, funcs[k], tables[k], rids[k])
+            elif kd == 2:
+                want, table_id, rid, undo_next, compensated = plan[i]
+                try:
+                    target = resolve(t, want, table_id, rid, undo_next, compensated)
+                except DecodeError as exc:
+                    cf.quarantine_record(data, int(starts[i]), int(self.rec_index[i]),
+                                         int(ends[i]), p, t, exc)
+                    continue
+                out_idx.append(i)
+                out_target.append(target)
+            elif kd == 0:
+                cf.record(data, int(starts[i]), int(self.rec_index[i]), int(ends[i]), p, t)
+            else:
+                cf.ended(t)
+        if out_idx:
+            idx = np.array(out_idx, dtype=np.int64)
+            got = [plan[i] for i in out_idx]
+            self._emit("undo", idx, rule=pa.array([self.plan_rule[i] for i in out_idx], pa.string()),
+                       undo_of=pa.array(out_target, pa.string()),
+                       table_id=pa.array([g[1] for g in got], pa.string()),
+                       row_id=pa.array([None if g[2] is None else rid_text(v, g[2]) for g in got],
+                                       pa.string()))
+
+    def _controls(self, idx, key, body, ends, f, careful) -> None:
+        """DMS 124/128 and DOM 35 in normal records: control rows naming the table."""
+        if not len(idx):
+            return
+        lay = self.lay
+        k = key[idx]
+        size = np.select([k == L.COMPONENT_DMS * 256 + L.DMS_ALTER_ATTRIBUTE,
+                          k == L.COMPONENT_DMS * 256 + L.DMS_INIT_TABLE],
+                         [lay.alter_attribute.size, lay.init_table.size], lay.reorg.size)
+        ok = body[idx] + size <= ends[idx]
+        careful[idx[~ok]] = True
+        good = idx[ok]
+        if len(good):
+            names = {c * 256 + fn: name for (c, fn), name in self.v.control_functions.items()}
+            self._emit("control", good, rule=pa.array([names[x] for x in key[good].tolist()]),
+                       table_id=f.table_ids(good))
+
+    def _undo_plan(self, data, idx, compensation, key, body, ends, f, careful) -> np.ndarray:
+        """Undo and compensation records whose body is well formed: what each undoes (its
+        resolution happens in the ordered pass); the others go the careful path."""
+        v, lay = self.v, self.lay
+        took = np.zeros(len(body), dtype=bool)
+        self.plan, self.plan_rule = {}, {}
+        if not len(idx):
+            return took
+        undo_of_key = {c * 256 + fn: w for (c, fn), w in v.undoes.items()}
+        comp_of_key = {c * 256 + fn: w for (c, fn), w in v.compensates.items()}
+        rid_funcs = {*v.row_functions, L.DMS_UNDO_DELETE, L.DMS_UNDO_UPDATE, *v.undo_insert_ids}
+        if v is L.V10:
+            rid_funcs.add(L.V10_UNDO_DELETE_EMPTY)
+        keys = key[idx].tolist()
+        comps = compensation[idx].tolist()
+        bodies, record_ends = body[idx].tolist(), ends[idx].tolist()
+        rids = f.rid_values(idx)
+        tables = f.table_ids(idx).to_pylist()
+        rec0 = (self.offsets[idx] - self.ctx.offset + v.prefix_size).tolist()
+        for k, i in enumerate(idx.tolist()):
+            kk = keys[k]
+            c, fn = kk >> 8, kk & 0xFF
+            is_comp = comps[k] and kk in comp_of_key
+            if c == L.COMPONENT_DMS:
+                if fn in v.undo_insert_ids:
+                    size = lay.undo_insert.size
+                elif fn in rid_funcs:
+                    size = lay.row_of(fn).size
                 else:
-                    handler(data, pos + L.LSN_LEN, end, flags)
-            except DecodeError as exc:
-                exc.located(archive=self.archive, offset=pos, record_index=index)
-                sink.quarantine(exc, pos, index, data[pos:min(end, pos + 256)],
-                                trx_id=self.trx, position=self.pos)
-            pos = end
-            index += 1
-
-    def _rest(self, data: bytes, pos: int, index: int, err: DecodeError) -> None:
-        err.located(archive=self.archive, record_index=index)
-        self.sink.quarantine(err, pos, index, data[pos:pos + 256])
-
-    def emit(self, kind: str, **fields) -> None:
-        self.sink.add(kind, self.off, self.idx, trx_id=self.trx, position=self.pos, **fields)
-
-    # ------------------------------------------------------------- Log Manager record types
-    def _normal(self, data: bytes, rec: int, end: int, flags: int) -> None:
-        body = rec + L.LRH_LEN
-        self.undo_next = self.compensated = None
-        if self.rtype == L.COMPENSATION:
-            if flags & L.FLAG_PROPAGATABLE:
-                body = rec + L.LRH_PROP_COMP_LEN
+                    size = lay.dms.size
+                fname = L.DMS_FUNCTIONS[fn]
             else:
-                body = rec + L.LRH_COMP_LEN
-            if body > end:
-                raise Corrupt("compensation record shorter than its Log Manager header",
-                              path="lm_header", expected=body - rec, actual=end - rec)
-            self.undo_next = data[rec + L.LRH_LEN:rec + L.LRH_COMP_LEN]
-            if body == rec + L.LRH_PROP_COMP_LEN:
-                self.compensated = data[rec + L.LRH_COMP_LEN:body]
-        if body + 2 > end:
-            raise Corrupt("record without a DMS/DOM body", offset=body,
-                          path="component header", expected=">= 2 bytes", actual=end - body)
-        comp, func = data[body], data[body + 1]
-        handler = self.functions.get((comp, func))
-        if handler is None:
-            if comp == L.COMPONENT_DMS:
-                raise UnknownRecordType("unknown DMS function", path="dms_header.function_id",
-                                        expected="/".join(map(str, L.DMS_FUNCTIONS)), actual=func)
-            if comp == L.COMPONENT_DOM:
-                raise UnknownRecordType("unknown DOM function", path="dom_header.function_id",
-                                        expected="/".join(map(str, L.DOM_FUNCTIONS)), actual=func)
-            raise UnknownRecordType("unknown component", path="component_id",
-                                    expected="1 (DMS) or 4 (DOM)", actual=comp)
-        if self.rtype == L.COMPENSATION:
-            if (comp, func) in self.undoable:
-                self._compensation(data, body, end, comp, func)
-                return
-            if (comp, func) in L.CONTROL_FUNCTIONS:
-                self.emit("control", rule="compensation_" + L.CONTROL_FUNCTIONS[(comp, func)])
-                return
-        if (comp, func) in self.undoable:
-            self._register(comp, func, data, body, end)
-        handler(data, body, end)
+                size = lay.dom.size
+                fname = L.DOM_FUNCTIONS[fn]
+            if bodies[k] + size > record_ends[k]:
+                careful[i] = True
+                continue
+            undo_next = compensated = None
+            if comps[k]:
+                r = rec0[k]
+                if v is L.V7:
+                    undo_next = data[r + 20:r + 26]
+                    if bodies[k] - r == v.prop_comp_size:
+                        compensated = data[r + 26:r + 32]
+            rid = rids[k] if c == L.COMPONENT_DMS and fn in rid_funcs else None
+            want = comp_of_key[kk] if is_comp else undo_of_key[kk]
+            self.plan[i] = (want, tables[k], rid, undo_next, compensated)
+            self.plan_rule[i] = ("compensation_" if is_comp else "") + fname
+            took[i] = True
+        return took
 
-    def _commit(self, data: bytes, rec: int, end: int, flags: int) -> None:
-        body = rec + L.LRH_LEN
-        if body + 4 > end:
-            raise Corrupt("commit record without its time", path="commit.time_committed",
-                          expected=4, actual=end - body)
-        (secs,) = self.st.commit.unpack_from(data, body)
-        authid = data[body + 4:end].rstrip(b" \x00")
-        user = authid.decode(self.codepage, errors="backslashreplace") if authid else None
-        self.trxs.pop(self.trx, None)
-        self.emit("commit", trx_end="commit", commit_position=self.pos,
-                  commit_ts=_EPOCH + _dt.timedelta(seconds=secs), user=user)
+    # ------------------------------------------------------------- fast paths
+    def _emit(self, kind: str, idx: np.ndarray, **columns) -> None:
+        take = pa.array(idx)
+        pos = self.pos_hex.take(take)
+        self.sink.add_columns(kind, self.offsets[idx], self.rec_index[idx], 1,
+                              n_bytes=self.lengths[idx], trx_id=self.trx_hex.take(take),
+                              position=pos, **{k: (pos if c is _POSITION else c)
+                                               for k, c in columns.items()})
 
-    def _abort(self, data: bytes, rec: int, end: int, flags: int) -> None:
-        self.trxs.pop(self.trx, None)
-        self.emit("abort", trx_end="abort")
+    def _simple(self, kind: str, idx: np.ndarray, **columns) -> None:
+        if len(idx):
+            self._emit(kind, idx, **columns)
 
-    def _pending_list(self, data: bytes, rec: int, end: int, flags: int) -> None:
-        self.emit("control", rule="local_pending_list")
+    def _skip_rules(self, rtype: np.ndarray) -> pa.Array:
+        if self.v is L.V7:
+            names = [f"db2luw_record_type_{chr(c)}" for c in rtype.tolist()]
+        else:
+            names = [f"db2luw_record_type_{L.V10_TYPE_NAMES.get(c, f'0x{c:04X}')}"
+                     for c in rtype.tolist()]
+        return pa.array(names, pa.string())
 
-    # ------------------------------------------------------------- helpers
-    def _dms_table(self, data: bytes, body: int, end: int, need: int, what: str):
-        if body + need > end:
-            raise Corrupt(f"{what} body shorter than its layout", offset=body,
-                          path=what, expected=need, actual=end - body)
-        _, _, ts, tb = self.dms.unpack_from(data, body)
-        return f"{ts}.{tb}"
+    def _commits(self, buf, idx, body, ends, flags, rtype, careful) -> np.ndarray:
+        """Commit rows (v10: also local pending lists); returns the mask of records taken."""
+        v = self.v
+        took = np.zeros(len(body), dtype=bool)
+        if not len(idx):
+            return took
+        b, e = body[idx], ends[idx]
+        if v is L.V7:
+            ok = b + 4 <= e
+            secs = self.lay.commit.gather(buf, np.where(ok, b, 0))["time_committed"].astype(np.int64)
+            a_start, a_len = b + 4, e - b - 4
+        else:
+            prop = (flags[idx] & L.FLAG_PROPAGATABLE) != 0
+            ok = b + L.COMMIT_V10_BASIC <= e
+            u8 = np.dtype(("<" if self.byte_order == "little" else ">") + "u8")
+            secs = gather(buf, np.where(ok, b, 0), u8).astype(np.uint64)
+            ok &= secs <= MAX_EPOCH_SECONDS
+            secs = np.where(ok, secs, 0).astype(np.int64)
+            ok &= ~prop | (b + 10 <= e)
+            alen = np.zeros(len(idx), dtype=np.int64)
+            ip = np.flatnonzero(ok & prop)
+            if len(ip):
+                alen[ip] = self.lay.commit.gather(buf, b[ip])["len_authid"]
+            ok &= b + 10 + alen <= e
+            a_start, a_len = b + 10, np.where(prop, alen, 0)
+        a_len = np.where(ok, np.maximum(a_len, 0), 0)
+        users, ubad = self._authids(buf, a_start, a_len)
+        ok &= ~ubad
+        careful[idx[~ok]] = True
+        good = idx[ok]
+        took[good] = True
+        if len(good):
+            sel = pa.array(np.flatnonzero(ok))
+            ts = pa.array(secs[ok] * _US, pa.timestamp("us", tz="UTC"))
+            rule = None
+            if v is L.V10:
+                pend = rtype[good] == v.PENDING_LIST
+                if pend.any():
+                    rule = pa.array(np.where(pend, "local_pending_list", None).tolist(), pa.string())
+            self._emit("commit", good, trx_end="commit", commit_position=_POSITION,
+                       commit_ts=ts, user=users.take(sel), rule=rule)
+        return took
 
-    def _dom_table(self, data: bytes, body: int, end: int, need: int, what: str):
-        if body + need > end:
-            raise Corrupt(f"{what} body shorter than its layout", offset=body,
-                          path=what, expected=need, actual=end - body)
-        _, _, _, _, ts, tb, _, _ = self.dom.unpack_from(data, body)
-        return f"{ts}.{tb}"
+    def _authids(self, buf, start, length):
+        """Authids (trailing blanks and NULs trimmed) and the rows the careful path must read."""
+        n = len(start)
+        raw, offsets = V._flat(buf, start, length)
+        keep = (raw != 0x20) & (raw != 0x00)
+        pos_in = np.arange(len(raw), dtype=np.int64) - np.repeat(offsets[:-1], length)
+        last = np.zeros(n, dtype=np.int64)
+        nonempty = np.flatnonzero(length > 0)
+        if len(nonempty):        # segments of the non-empty rows only: each ends where it should
+            marks = np.where(keep, pos_in + 1, 0)
+            last[nonempty] = np.maximum.reduceat(marks, offsets[:-1][nonempty])
+        bad = np.zeros(n, dtype=bool)
+        if codec_problem(self.codepage) is not None:
+            return pa.nulls(n, pa.string()), last > 0
+        text, tbad = V.text(buf, start, last, self.codepage)
+        bad |= tbad
+        text = pc.if_else(pa.array(last == 0), pa.nulls(n, pa.string()), text)
+        return text, bad
 
-    def _codec(self, table_id: str) -> RowCodec:
-        codec = self.codecs.get(table_id)
-        if codec is None:
+    def _rows(self, buf, idx, body, ends, func, fields):
+        """Inserts, deletes and updates of catalog tables; returns (mask of records taken,
+        indices of records for the careful path)."""
+        v, lay = self.v, self.lay
+        n_all = len(body)
+        took = np.zeros(n_all, dtype=bool)
+        if not len(idx):
+            return took, idx
+        b, e, f = body[idx], ends[idx], func[idx]
+        size = np.zeros(len(idx), dtype=np.int64)
+        for fn, rl in lay.rows.items():
+            size[f == fn] = rl.size
+        ok = b + size <= e
+        key = fields.dms_key[idx]
+        fail = [idx[~ok]]
+        keys, inverse = np.unique(np.where(ok, key, -1), return_inverse=True)
+        for k_i, k in enumerate(keys.tolist()):
+            if k < 0:
+                continue
+            sel = np.flatnonzero(inverse == k_i)
+            table_id = f"{k >> 16}.{k & 0xFFFF}"
+            batch = self._batch(table_id)
+            if batch is None:
+                fail.append(idx[sel])
+                continue
+            self.fields = fields
+            got = self._table_rows(buf, batch, table_id, idx[sel], b[sel], e[sel], f[sel],
+                                   size[sel])
+            took[idx[sel][got]] = True
+            fail.append(idx[sel][~got])
+        return took, np.concatenate(fail)
+
+    def _batch(self, table_id: str) -> RowBatch | None:
+        if table_id not in self.batches:
             table = self.catalog.table(table_id)
-            if table is None:
-                raise UnknownTable("table not in the catalog", path="dms_header.table_id",
-                                   expected="a catalog table id", actual=table_id)
-            codec = self.codecs[table_id] = RowCodec(table, self.st, self.codepage)
-        return codec
+            self.batches[table_id] = None if table is None else \
+                RowBatch(table, self.byte_order, self.codepage)
+        return self.batches[table_id]
 
-    def _image(self, codec: RowCodec, data: bytes, start: int, limit: int) -> tuple[str, int]:
-        """(JSON of the row image whose record header is at ``start``, end of the image).
-        Raises ``_Skip`` for an image that is not formatted user data."""
-        if start + 8 > limit:
-            raise Corrupt("row image shorter than its record header", offset=start,
-                          path="record_header", expected=8, actual=limit - start)
-        rtype, rlen = self.rec_header.unpack_from(data, start)
+    def _images(self, buf, start, limit, fixed_size):
+        """Checks of the row images whose record header is at ``start`` (ending by
+        ``limit``): (ok, fixed section start, fixed length, image end)."""
+        ok = start + 8 <= limit
+        h = self.lay.image_header.gather(buf, np.where(ok, start, 0))
+        rlen = h["len_record"].astype(np.int64)
+        fixed_len = h["len_fixed"].astype(np.int64)
         end = start + rlen
-        if rlen < 8 or end > limit:
-            raise Corrupt("row image length outside the record", offset=start + 2,
-                          path="record_header.len_record", expected=f"8..{limit - start}",
-                          actual=rlen)
-        fud, fixed_len = self.fud_header.unpack_from(data, start + 4)
-        if rtype not in L.USER_RECORD_TYPES or fud != L.FORMATTED_USER_DATA:
-            raise _Skip(end)
-        fixed = start + 8
-        if fixed + fixed_len > end:
-            raise Corrupt("user data shorter than its fixed section", offset=start + 6,
-                          path="fud_header.len_fixed", expected=fixed_len, actual=end - fixed)
-        if fixed_len < codec.fixed_size:
-            raise Corrupt("fixed section shorter than the table's columns", offset=start + 6,
-                          path="fud_header.len_fixed", expected=codec.fixed_size, actual=fixed_len)
-        return codec.render(codec.values(data, fixed, fixed_len, end)), end
+        ok &= (rlen >= 8) & (end <= limit)
+        ok &= np.isin(h["record_type"], list(L.USER_RECORD_TYPES)) & \
+            (h["fud_type"] == L.FORMATTED_USER_DATA)
+        ok &= (start + 8 + fixed_len <= end) & (fixed_len >= fixed_size)
+        return ok, start + 8, fixed_len, end
 
-    def _row_head(self, data: bytes, body: int, end: int, what: str):
-        table_id = self._dms_table(data, body, end, self.dms.size + self.row_block.size, what)
-        rid = self.row_block.unpack_from(data, body + self.dms.size)[0]
-        return table_id, rid, body + self.dms.size + self.row_block.size
+    def _table_rows(self, buf, batch: RowBatch, table_id, idx, b, e, f, size) -> np.ndarray:
+        """Decode the row changes ``idx`` of one table; returns the mask of those taken."""
+        v, lay = self.v, self.lay
+        first = b + size
+        ok1, fx1, fl1, end1 = self._images(buf, first, e, batch.fixed_size)
+        upd = f == v.UPDATE
+        second = end1 + lay.row.size
+        ok2 = ok1 & upd & (second <= e)
+        at = np.where(ok2, end1, 0)
+        ok2 &= (buf[at] == L.COMPONENT_DMS) & (buf[np.minimum(at + 1, len(buf) - 1)] == v.UPDATE)
+        ok2b, fx2, fl2, end2 = self._images(buf, np.where(ok2, second, 0), e, batch.fixed_size)
+        ok2 &= ok2b
+        ok = ok1 & (~upd | ok2)
+        # one batch of images: first images by op (c, d, u), then the updates' new images
+        ops = np.select([upd, np.isin(f, self.insert_functions)], [2, 0], 1)
+        groups = [np.flatnonzero(ok & (ops == o)) for o in (0, 1, 2)]
+        parts = groups + [groups[2]]
+        fixed = np.concatenate([fx1[g] for g in groups] + [fx2[groups[2]]])
+        fixed_len = np.concatenate([fl1[g] for g in groups] + [fl2[groups[2]]])
+        img_end = np.concatenate([end1[g] for g in groups] + [end2[groups[2]]])
+        if not len(fixed):
+            return ok
+        json, bad = batch.decode(buf, fixed, fixed_len, img_end)
+        bounds = np.cumsum([0] + [len(g) for g in parts])
+        if bad.any():
+            for k, g in enumerate(parts):
+                ok[g[bad[bounds[k]:bounds[k + 1]]]] = False
+        table = batch.table
+        for o, op in enumerate(("c", "d", "u")):
+            g = groups[o]
+            if not len(g):
+                continue
+            one = json.slice(bounds[o], len(g))
+            two = json.slice(bounds[3], len(g)) if op == "u" else None
+            keep = ok[g]
+            if not keep.all():
+                mask = pa.array(keep)
+                one = one.filter(mask)
+                two = two.filter(mask) if two is not None else None
+                g = g[keep]
+                if not len(g):
+                    continue
+            before, after = {"c": (None, one), "d": (one, None), "u": (one, two)}[op]
+            self._emit("change", idx[g], trx_order=_POSITION, op=op, table_id=table_id,
+                       schema_name=table.schema, table_name=table.name,
+                       row_id=self.fields.rid_hex(idx[g]), before=before, after=after)
+        return ok
 
-    def _row_change(self, op: str, data: bytes, body: int, end: int, what: str) -> None:
-        table_id, rid, img = self._row_head(data, body, end, what)
-        codec = self._codec(table_id)
-        try:
-            image, _ = self._image(codec, data, img, end)
-        except _Skip:
-            self.emit("control", rule="internal_control_record", table_id=table_id,
-                      row_id=_rid(rid))
-            return
-        t = codec.table
-        self.emit("change", trx_order=self.pos, op=op, table_id=table_id, schema_name=t.schema,
-                  table_name=t.name, row_id=_rid(rid),
-                  before=image if op == "d" else None, after=image if op == "c" else None)
 
-    # ------------------------------------------------------------- DMS
-    def _insert(self, data: bytes, body: int, end: int) -> None:
-        self._row_change("c", data, body, end, "insert_record")
+class _Fields:
+    """Fields every DMS/DOM body has at fixed places, for all records at once: the table
+    (DMS: @2/@4; DOM: @6/@8) and the RID of row records (V7 sqlint32 @8, v10 6 bytes @12)."""
 
-    def _delete(self, data: bytes, body: int, end: int) -> None:
-        self._row_change("d", data, body, end, "delete_record")
+    def __init__(self, dec: "Decoder", buf, body, ends, comp) -> None:
+        lay, v = dec.lay, dec.v
+        self.v = v
+        dms_ok = (comp == L.COMPONENT_DMS) & (body + lay.dms.size <= ends)
+        dom_ok = (comp == L.COMPONENT_DOM) & (body + lay.dom.size <= ends)
+        dms = lay.dms.gather(buf, np.where(dms_ok, body, 0))
+        dom = lay.dom.gather(buf, np.where(dom_ok, body, 0))
+        ts = np.where(dom_ok, dom["tablespace_id"], dms["tablespace_id"]).astype(np.int64)
+        tb = np.where(dom_ok, dom["table_id"], dms["table_id"]).astype(np.int64)
+        self.dms_key = ts * 65536 + tb
+        self.ts, self.tb = ts, tb
+        rid_field = lay.row.by_name["rid"]
+        at = body + rid_field.offset
+        rid_ok = at + rid_field.size <= ends
+        self.rid = gather(buf, np.where(rid_ok, at, 0), _field_dtype(lay.row, "rid"))["rid"]
 
-    def _update(self, data: bytes, body: int, end: int) -> None:
-        table_id, rid, img = self._row_head(data, body, end, "update_record")
-        codec = self._codec(table_id)
-        skipped = False
-        try:
-            before, old_end = self._image(codec, data, img, end)
-        except _Skip as s:
-            skipped, old_end = True, s.args[0]
-        second = old_end + self.dms.size + self.row_block.size
-        if second > end:
-            raise Corrupt("update record ends before its second DMS header block", offset=old_end,
-                          path="update_record.new", expected=second - old_end,
-                          actual=end - old_end)
-        comp2, func2 = data[old_end], data[old_end + 1]
-        if comp2 != L.COMPONENT_DMS or func2 != L.DMS_UPDATE:
-            raise Corrupt("update record's second DMS header is not an update header",
-                          offset=old_end, path="update_record.dms_header",
-                          expected=f"{L.COMPONENT_DMS}/{L.DMS_UPDATE}", actual=f"{comp2}/{func2}")
-        try:
-            after, _ = self._image(codec, data, second, end)
-        except _Skip:
-            skipped = True
-        if skipped:
-            self.emit("control", rule="internal_control_record", table_id=table_id,
-                      row_id=_rid(rid))
-            return
-        t = codec.table
-        self.emit("change", trx_order=self.pos, op="u", table_id=table_id, schema_name=t.schema,
-                  table_name=t.name, row_id=_rid(rid), before=before, after=after)
+    def table_ids(self, idx) -> pa.Array:
+        return concat_text(pa.array(self.ts[idx]).cast(pa.string()), pa.scalar("."),
+                           pa.array(self.tb[idx]).cast(pa.string()))
 
-    def _ddl(self, table_id: str, op: str, text: Callable[[str, Table | None], str]) -> None:
-        table = self.catalog.table(table_id)
-        name = table.qualified_name if table else table_id
-        self.emit("change", trx_order=self.pos, op=op, table_id=table_id,
-                  schema_name=table.schema if table else None,
-                  table_name=table.name if table else None, ddl=text(name, table))
+    def dms_tables(self, idx) -> list:
+        return [f"{a}.{b}" for a, b in zip(self.ts[idx].tolist(), self.tb[idx].tolist())]
 
-    def _add_columns(self, data: bytes, body: int, end: int) -> None:
-        lay = self.st.add_columns
-        table_id = self._dms_table(data, body, end, self.dms.size + lay.size, "add_columns")
-        old, new = lay.unpack_from(data, body + self.dms.size)
-        self._ddl(table_id, "ddl",
-                  lambda name, t: f"ALTER TABLE {name} ADD COLUMNS (old {old}, new {new})")
+    def rid_values(self, idx) -> list:
+        """RIDs as the careful path reads them: V7 int, v10 bytes."""
+        if self.v is L.V7:
+            return self.rid[idx].tolist()
+        return [bytes(r) for r in self.rid[idx]]
 
-    def _alter_column(self, data: bytes, body: int, end: int) -> None:
-        lay = self.st.alter_column
-        table_id = self._dms_table(data, body, end, self.dms.size + lay.size, "alter_column_length")
-        colno, old, new = lay.unpack_from(data, body + self.dms.size)
+    def rid_hex(self, idx) -> pa.Array:
+        if self.v is L.V7:
+            return hex_ints(self.rid[idx].astype(np.int64) & 0xFFFFFFFF, 8)
+        return hex_bytes(self.rid[idx])
 
-        def text(name: str, t: Table | None) -> str:
-            col = t.columns[colno].name if t is not None and colno < len(t.columns) \
-                else f"COLNO {colno}"
-            return f"ALTER TABLE {name} ALTER COLUMN {col} SET LENGTH {new} (old {old})"
-        self._ddl(table_id, "ddl", text)
 
-    def _alter_attribute(self, data: bytes, body: int, end: int) -> None:
-        lay = self.st.alter_attribute
-        table_id = self._dms_table(data, body, end, self.dms.size + lay.size, "alter_table_attribute")
-        self.emit("control", rule="alter_table_attribute", table_id=table_id)
+def _field_dtype(layout: L.Layout, name: str) -> np.dtype:
+    """A one-field record dtype of ``name`` alone (gathered at the field's own offset)."""
+    f = layout.by_name[name]
+    return np.dtype({"names": [name], "formats": [f.numpy_format(layout.byte_order)],
+                     "offsets": [0], "itemsize": f.size})
 
-    def _init_table(self, data: bytes, body: int, end: int) -> None:
-        lay = self.st.init_table
-        table_id = self._dms_table(data, body, end, self.dms.size + lay.size, "initialize_table")
-        self.emit("control", rule="initialize_table", table_id=table_id)
 
-    # ------------------------------------------------------------- DOM
-    def _create_table(self, data: bytes, body: int, end: int) -> None:
-        table_id = self._dom_table(data, body, end, self.dom.size + self.st.table_object.size,
-                                   "create_table")
-        self._ddl(table_id, "ddl", lambda name, t: f"CREATE TABLE {name}")
+_POSITION = object()         # an ``_emit`` column: the record's position
+_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
-    def _drop_table(self, data: bytes, body: int, end: int) -> None:
-        table_id = self._dom_table(data, body, end, self.dom.size + self.st.table_object.size,
-                                   "drop_table")
-        self._ddl(table_id, "ddl", lambda name, t: f"DROP TABLE {name}")
 
-    def _index(self, data: bytes, body: int, end: int) -> None:
-        lay = self.st.index
-        func = data[body + 1]
-        table_id = self._dom_table(data, body, end, self.dom.size + lay.size,
-                                   L.DOM_FUNCTIONS[func])
-        token, _root = lay.unpack_from(data, body + self.dom.size)
-        verb = "CREATE" if func == L.DOM_CREATE_INDEX else "DROP"
-        self._ddl(table_id, "ddl", lambda name, t: f"{verb} INDEX (index token {token}) ON {name}")
+def _undo_keys(v: L.Variant) -> list[int]:
+    return [c * 256 + f for c, f in v.undoes]
 
-    def _truncate(self, data: bytes, body: int, end: int) -> None:
-        table_id = self._dom_table(data, body, end, self.dom.size, "truncate_table")
-        self._ddl(table_id, "t", lambda name, t: f"TRUNCATE TABLE {name} (IMPORT REPLACE)")
 
-    def _reorg(self, data: bytes, body: int, end: int) -> None:
-        table_id = self._dom_table(data, body, end, self.dom.size + self.st.reorg.size, "reorg_table")
-        self.emit("control", rule="reorg_table", table_id=table_id)
-
-    # ------------------------------------------------------------- undo and compensation
-    def _register(self, comp: int, func: int, data: bytes, body: int, end: int) -> None:
-        """Remember a change so that a later undo of the same transaction can name it."""
-        if comp == L.COMPONENT_DMS:
-            if body + self.dms.size > end:
-                return
-            _, _, ts, tb = self.dms.unpack_from(data, body)
-            rid = None
-            if func in (L.DMS_INSERT, L.DMS_DELETE, L.DMS_UPDATE) and \
-                    body + self.dms.size + self.row_block.size <= end:
-                rid = self.row_block.unpack_from(data, body + self.dms.size)[0]
-        else:
-            if body + self.dom.size > end:
-                return
-            ts, tb = self.dom.unpack_from(data, body)[4:6]
-            rid = None
-        trx = self.trxs.get(self.trx)
-        if trx is None:
-            trx = self.trxs[self.trx] = _Trx()
-        ch = _Change(self.pos, func, f"{ts}.{tb}", rid)
-        trx.by_prev[self.prev] = ch
-        trx.by_lsn[self.pos] = ch
-        trx.changes.append(ch)
-
-    def _resolve(self, want: int, table_id: str, rid: int | None) -> str:
-        trx = self.trxs.get(self.trx)
-        target = None
-        if self.compensated is not None and self.compensated != L.ZERO_LSN:
-            target = _pos(self.compensated)
-        elif self.undo_next is not None and trx is not None:
-            ch = trx.by_prev.get(self.undo_next)
-            if ch is not None and not ch.undone:
-                target = ch.lsn
-        if target is None and trx is not None:
-            for ch in reversed(trx.changes):
-                if not ch.undone and ch.func == want and ch.table_id == table_id and ch.rid == rid:
-                    target = ch.lsn
-                    break
-        if target is None:
-            raise BrokenChain("the change this record undoes is not in the archive",
-                              path="undo", expected=f"an earlier function {want} of "
-                              f"transaction {self.trx} on table {table_id}"
-                              + ("" if rid is None else f" RID {_rid(rid)}"), actual="none")
-        if trx is not None:
-            ch = trx.by_lsn.get(target)
-            if ch is not None:
-                ch.undone = True
-        return target
-
-    def _undo(self, want: int, table_id: str, rid: int | None, name: str) -> None:
-        target = self._resolve(want, table_id, rid)
-        self.emit("undo", rule=name, undo_of=target, table_id=table_id,
-                  row_id=None if rid is None else _rid(rid))
-
-    def _undo_insert(self, data: bytes, body: int, end: int) -> None:
-        lay = self.st.undo_insert
-        table_id = self._dms_table(data, body, end, self.dms.size + lay.size, "undo_insert_record")
-        rid = lay.unpack_from(data, body + self.dms.size)[0]
-        self._undo(L.DMS_INSERT, table_id, rid, "undo_insert_record")
-
-    def _undo_row(self, data: bytes, body: int, end: int) -> None:
-        func = data[body + 1]
-        name = L.DMS_FUNCTIONS[func]
-        table_id, rid, _ = self._row_head(data, body, end, name)
-        self._undo(L.UNDOES[(L.COMPONENT_DMS, func)], table_id, rid, name)
-
-    def _undo_ddl(self, data: bytes, body: int, end: int) -> None:
-        comp, func = data[body], data[body + 1]
-        if comp == L.COMPONENT_DMS:
-            table_id = self._dms_table(data, body, end, self.dms.size, L.DMS_FUNCTIONS[func])
-            name = L.DMS_FUNCTIONS[func]
-        else:
-            table_id = self._dom_table(data, body, end, self.dom.size, L.DOM_FUNCTIONS[func])
-            name = L.DOM_FUNCTIONS[func]
-        self._undo(L.UNDOES[(comp, func)], table_id, None, name)
-
-    def _compensation(self, data: bytes, body: int, end: int, comp: int, func: int) -> None:
-        """A ``C`` record whose body repeats a change function: it undoes an earlier change."""
-        if comp == L.COMPONENT_DMS:
-            name = "compensation_" + L.DMS_FUNCTIONS[func]
-            if func in (L.DMS_INSERT, L.DMS_DELETE, L.DMS_UPDATE):
-                table_id, rid, _ = self._row_head(data, body, end, name)
-            else:
-                table_id, rid = self._dms_table(data, body, end, self.dms.size, name), None
-        else:
-            name = "compensation_" + L.DOM_FUNCTIONS[func]
-            table_id, rid = self._dom_table(data, body, end, self.dom.size, name), None
-        self._undo(L.COMPENSATES[(comp, func)], table_id, rid, name)
+def split(data: bytes, ctx: DecodeContext, target_bytes: int) -> list[dict]:
+    """Byte ranges (``start``, ``end``, ``index`` = record_index of the first record) covering
+    the archive, about ``target_bytes`` each, cut only at record starts where decoding can
+    start on its own: never inside a transaction that has undo records in the archive
+    (between its first record and its last undo record), never next to damage. Decoding a
+    range (``ctx.offset``/``ctx.index`` set) gives exactly that range's rows of the whole
+    archive's decode."""
+    return Decoder(ctx, EventSink(ctx.source, ctx.format, ctx.archive)).split(data, target_bytes)
 
 
 def decode(data: bytes, ctx: DecodeContext, sink: EventSink) -> None:
