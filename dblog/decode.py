@@ -18,7 +18,9 @@ import pyarrow as pa
 from decoders import get as get_format
 from decoders.base import DecodeContext
 from decoders.catalog import parse_catalog
-from decoders.events import EVENT_SCHEMA, EventSink
+from decoders.events import EVENT_COLUMNS, EVENT_SCHEMA, EventSink
+
+from .landing import read_archive
 
 EVENTS_DIR = "events"
 UNIT_SCHEMA = "unit_id INT, payload STRING"
@@ -29,6 +31,7 @@ def work_units(manifest: dict) -> list[dict]:
     for src in manifest["sources"]:
         fmt = get_format(src["format"])
         common = {k: src[k] for k in ("name", "format", "timezone", "options", "catalog")}
+        common["data_root"] = manifest.get("data_root")
         if fmt.SEQUENTIAL:
             if src["archives"] or src["carry"]:
                 units.append({**common, "archives": src["archives"], "carry": src["carry"],
@@ -41,12 +44,25 @@ def work_units(manifest: dict) -> list[dict]:
     return units
 
 
-def read_bytes(path: str) -> bytes:
-    from pyarrow import fs as pafs
+# error classes of an archive lost whole: all its bytes are quarantined, and the source's
+# night fails unless the operator accepted the loss (``dblog run --accept-loss``)
+LOST_CLASSES = ("unreadable", "decoder_error")
 
-    filesystem, inner = pafs.FileSystem.from_uri(path if "://" in path else Path(path).resolve().as_uri())
-    with filesystem.open_input_stream(inner) as f:
-        return f.readall()
+
+def read_bytes(archive: dict | str, data_root: str | None = None) -> bytes:
+    """The bytes of a staged archive (a manifest entry: read by its real bytes path, checked
+    against the data root and the staged size) or of a path or URI. ``OSError`` if not."""
+    return read_archive(archive, data_root)
+
+
+def _lost(sink: EventSink, archive: dict, error_class: str, message: str, raw: bytes | None = None) -> None:
+    """The archive is lost whole: one quarantine row standing for all its bytes."""
+    extra = {"n_bytes": int(archive.get("size") or 0)} if "n_bytes" in EVENT_COLUMNS else {}
+    sink.add("quarantine", 0, 0, 0, error_class=error_class,
+             message=(message + (" (loss accepted by the operator)" if archive.get("accept_loss") else
+                                 "; the source's night fails unless the loss is accepted "
+                                 "(dblog run --accept-loss)"))[:1000],
+             raw_hex=raw[:256].hex() if raw else None, **extra)
 
 
 def decode_unit(unit: dict) -> Iterator[pa.RecordBatch]:
@@ -59,10 +75,11 @@ def decode_unit(unit: dict) -> Iterator[pa.RecordBatch]:
         ctx = DecodeContext(unit["name"], unit["format"], catalog, archive["file"],
                             unit.get("options") or {}, unit.get("timezone") or "UTC", carry)
         try:
-            data = read_bytes(archive["path"])
-        except OSError as exc:
-            sink.add("quarantine", 0, 0, 1, error_class="unreadable",
-                     message=f"{archive['file']}: cannot read archive: {exc}")
+            data = read_bytes(archive, unit.get("data_root"))
+        except (OSError, ValueError) as exc:
+            _lost(sink, archive, "unreadable",
+                  f"{archive['file']}: cannot read the archive, all {archive.get('size', 0)} bytes "
+                  f"quarantined: {exc}")
             yield from sink.batches()
             continue
         try:
@@ -70,14 +87,21 @@ def decode_unit(unit: dict) -> Iterator[pa.RecordBatch]:
         except Exception as exc:  # a decoder bug must not stop the night: quarantine the archive
             sink = EventSink(unit["name"], unit["format"], archive["file"])
             tb = traceback.format_exception_only(type(exc), exc)[-1].strip()
-            sink.add("quarantine", 0, 0, 1, error_class="decoder_error",
-                     message=f"{archive['file']}: decoder failed, whole archive quarantined: {tb}",
-                     raw_hex=data[:256].hex())
+            _lost(sink, archive, "decoder_error",
+                  f"{archive['file']}: decoder failed, whole archive ({len(data)} bytes) "
+                  f"quarantined: {tb}", data)
         yield from sink.batches()
     if unit.get("emit_carry"):
         sink = EventSink(unit["name"], unit["format"],
                          unit["archives"][-1]["file"] if unit["archives"] else "")
-        sink.add("carry", -1, -1, 0, message=json.dumps(carry) if carry is not None else None)
+        try:
+            text = json.dumps(carry) if carry is not None else None
+        except (TypeError, ValueError) as exc:   # e.g. an int of more than 4,300 digits
+            sink.add("quarantine", -1, -1, 0, error_class="carry_error",
+                     message=f"{sink.archive_file}: the decoder state carried to the next night "
+                             f"cannot be written ({exc}); the next night starts without it")
+            text = None
+        sink.add("carry", -1, -1, 0, message=text)
         yield from sink.batches()
 
 

@@ -19,6 +19,8 @@ from decoders.catalog import parse_catalog
 from decoders.errors import DecodeError
 from decoders.events import EVENT_COLUMNS, EVENT_SCHEMA
 
+from .accounting import (AUDIT_EXTRA_COLUMNS, AUDIT_EXTRA_DDL, complete_audit,
+                         quarantine_duplicate_positions)
 from .decode import EVENTS_DIR, spark_event_schema
 from .sparkio import run_concurrently, write_parquet
 from .stage import CARRY_DIR, HELD_DIR, SEQ_FILE
@@ -37,7 +39,7 @@ TRANSACTION_COLUMNS = [
 ]
 QUARANTINE_COLUMNS = [
     "source", "format", "archive_file", "record_offset", "error_class", "message", "raw_hex",
-    "run_id", "date",
+    "n_records", "n_bytes", "run_id", "date",
 ]
 CHANGES_DDL = (
     "format STRING, commit_seq LONG, event_seq INT, trx_id STRING, commit_position STRING, "
@@ -49,11 +51,11 @@ TRANSACTIONS_DDL = (
     "commit_ts TIMESTAMP, user STRING, event_count LONG, run_id STRING, source STRING, date STRING")
 QUARANTINE_DDL = (
     "format STRING, archive_file STRING, record_offset LONG, error_class STRING, message STRING, "
-    "raw_hex STRING, run_id STRING, source STRING, date STRING")
+    "raw_hex STRING, n_records LONG, n_bytes LONG, run_id STRING, source STRING, date STRING")
 AUDIT_DDL = (
     "run_id STRING, format STRING, archive_file STRING, records_read LONG, published LONG, "
     "control LONG, skipped LONG, held_open LONG, quarantined LONG, skipped_by_rule STRING, "
-    "source STRING, date STRING")
+    + AUDIT_EXTRA_DDL + ", source STRING, date STRING")
 DDL = {"changes": CHANGES_DDL, "transactions": TRANSACTIONS_DDL, "quarantine": QUARANTINE_DDL,
        "audit": AUDIT_DDL}
 
@@ -65,7 +67,7 @@ def read_staged(spark, run_dir: Path, dataset: str):
 
 AUDIT_COLUMNS = [
     "run_id", "date", "source", "format", "archive_file", "records_read", "published", "control",
-    "skipped", "held_open", "quarantined", "skipped_by_rule",
+    "skipped", "held_open", "quarantined", "skipped_by_rule", *AUDIT_EXTRA_COLUMNS,
 ]
 
 
@@ -158,7 +160,7 @@ def read_events(spark, manifest: dict, run_dir: Path):
             old = spark.read.schema(schema).parquet(s["prev_held"]) \
                 .withColumn("source", F.lit(s["name"])).withColumn("from_state", F.lit(True))
             new = new.unionByName(old)
-    return new
+    return quarantine_duplicate_positions(spark, new, manifest)
 
 
 def order_stage(spark, manifest: dict, run_dir: Path) -> dict:
@@ -254,8 +256,9 @@ def order_stage(spark, manifest: dict, run_dir: Path) -> dict:
                     .otherwise("quarantined")) \
         .withColumn("q_class", F.when(F.col("complete"), F.lit("bad_segments"))
                     .otherwise(F.lit("incomplete_segments")))
+    byte_cols = ["n_bytes"] if "n_bytes" in EVENT_COLUMNS else []
     plain_change_bucket = chg.filter(F.col("seg_key").isNull() & (F.col("n_records") > 0)) \
-        .select("source", "format", "archive_file", "n_records", "from_state", "bucket")
+        .select("source", "format", "archive_file", "n_records", *byte_cols, "from_state", "bucket")
     other = ev.filter(~F.col("kind").isin("change", "segment", "carry")) \
         .join(status.select("source", "trx_id", "status"), ["source", "trx_id"], "left") \
         .withColumn("bucket",
@@ -263,7 +266,7 @@ def order_stage(spark, manifest: dict, run_dir: Path) -> dict:
                     .when(F.col("kind") == "skip", F.concat(F.lit("skipped:"), F.col("rule")))
                     .when(F.col("status") == "open", "held_open")
                     .otherwise("control"))
-    cols = ["source", "format", "archive_file", "n_records", "from_state", "bucket"]
+    cols = ["source", "format", "archive_file", "n_records", *byte_cols, "from_state", "bucket"]
     buckets = plain_change_bucket.select(*cols) \
         .unionByName(seg_bucket.select(*cols)).unionByName(other.select(*cols)) \
         .filter(~F.col("from_state"))
@@ -291,12 +294,14 @@ def order_stage(spark, manifest: dict, run_dir: Path) -> dict:
     audit = listed.join(audit, ["source", "format", "archive_file"], "left") \
         .na.fill(0, ["records_read", "published", "control", "skipped", "held_open", "quarantined"]) \
         .withColumn("skipped_by_rule", F.coalesce("skipped_by_rule", F.lit("{}"))) \
-        .withColumn("run_id", F.lit(run_id)).withColumn("date", F.lit(date)) \
-        .select(*AUDIT_COLUMNS)
+        .withColumn("run_id", F.lit(run_id)).withColumn("date", F.lit(date))
+    audit = complete_audit(spark, manifest, audit, ev, buckets, AUDIT_COLUMNS)
 
     # --- quarantine rows: decoder quarantines, reassembly failures, orphan changes, bad segment groups
+    n_bytes = F.col("n_bytes") if byte_cols else F.lit(None)
     q_decoded = ev.filter((F.col("kind") == "quarantine") & ~F.col("from_state")) \
-        .select("source", "format", "archive_file", "record_offset", "error_class", "message", "raw_hex")
+        .select("source", "format", "archive_file", "record_offset", "error_class", "message", "raw_hex",
+                "n_records", n_bytes.cast("long").alias("n_bytes"))
     q_reasm = reassembled.filter(F.col("kind") == "quarantine") \
         .select("source", "seg_key", F.col("error_class").alias("r_class"),
                 F.col("message").alias("r_message"))
@@ -308,14 +313,17 @@ def order_stage(spark, manifest: dict, run_dir: Path) -> dict:
                     F.lit("segment "), F.col("seg_num").cast("string"), F.lit(" of "),
                     F.col("seg_total").cast("string"), F.lit(" of record "), F.col("seg_key"),
                     F.lit(": the group never completed (committed unit of recovery)"))).alias("message"),
-                F.substring(F.hex("seg_data"), 1, 512).alias("raw_hex"))
+                F.substring(F.hex("seg_data"), 1, 512).alias("raw_hex"),
+                "n_records", n_bytes.cast("long").alias("n_bytes"))
     q_orphans = chg.filter((F.col("bucket") == "quarantined") & ~F.col("from_state")) \
         .select("source", "format", "archive_file", "record_offset",
                 F.lit("no_transaction").alias("error_class"),
                 F.lit("change record without a transaction id").alias("message"),
-                F.lit(None).cast("string").alias("raw_hex"))
+                F.lit(None).cast("string").alias("raw_hex"),
+                "n_records", n_bytes.cast("long").alias("n_bytes"))
     out_q = q_decoded.unionByName(q_segments).unionByName(q_orphans) \
         .withColumn("raw_hex", F.lower("raw_hex")) \
+        .withColumn("n_records", F.col("n_records").cast("long")) \
         .withColumn("run_id", F.lit(run_id)).withColumn("date", F.lit(date)) \
         .select(*QUARANTINE_COLUMNS)
 

@@ -37,11 +37,12 @@ class RunResult:
 
 
 def stage_night(date: str, config: str | None = None, data_root: str | None = None,
-                sources: list[str] | None = None, run_id: str | None = None) -> Path:
+                sources: list[str] | None = None, run_id: str | None = None,
+                accept_loss: list[str] | tuple[str, ...] = ()) -> Path:
     cfg = load_config(config)
     root = DataRoot.of(data_root)
     run_id = safe_run_id(run_id) if run_id else new_run_id(date)
-    stage(cfg, cfg.select(sources), root, date, run_id)
+    stage(cfg, cfg.select(sources), root, date, run_id, accept_loss)
     return root.staging(run_id)
 
 
@@ -71,8 +72,11 @@ def publish_night(run_dir: Path, only_sources: list[str] | None = None) -> Path:
 
 def run_night(date: str, config: str | None = None, data_root: str | None = None,
               sources: list[str] | None = None, master: str | None = None,
-              run_id: str | None = None, spark=None) -> RunResult:
-    """Stage, decode, order, validate and (if valid) publish one logical date."""
+              run_id: str | None = None, spark=None,
+              accept_loss: list[str] | tuple[str, ...] = ()) -> RunResult:
+    """Stage, decode, order, validate and (if valid) publish one logical date.
+    ``accept_loss``: shell patterns of archives (``<source>/<date>/<file>``) whose loss
+    (unreadable, decoder crash) does not fail their source's night."""
     from .spark import get_session
 
     seconds: dict[str, float] = {}
@@ -84,7 +88,7 @@ def run_night(date: str, config: str | None = None, data_root: str | None = None
         seconds[name] = round(now - t0, 2)
         t0 = now
 
-    run_dir = stage_night(date, config, data_root, sources, run_id)
+    run_dir = stage_night(date, config, data_root, sources, run_id, accept_loss)
     spark = spark or get_session(master or "local[*]")
     lap("stage")
     log.info("decoding %s", run_dir)
@@ -153,13 +157,14 @@ def to_json(result: RunResult) -> str:
 PARTS_DIR = "parts"
 
 
-def stage_source_part(date: str, source: str, run_dir: Path, config: str | None = None) -> Path:
+def stage_source_part(date: str, source: str, run_dir: Path, config: str | None = None,
+                      accept_loss: list[str] | tuple[str, ...] = ()) -> Path:
     """Stage one source of a run into ``<run_dir>/parts/<source>/manifest.json``."""
     cfg = load_config(config)
     run_dir = Path(run_dir)
     root = DataRoot(run_dir.parent.parent)
     part_id = f"{run_dir.name}/{PARTS_DIR}/{source}"
-    stage(cfg, cfg.select([source]), root, date, part_id)
+    stage(cfg, cfg.select([source]), root, date, part_id, accept_loss, index_run_id=run_dir.name)
     return root.staging(part_id)
 
 
@@ -176,7 +181,9 @@ def merge_stage_parts(run_dir: Path, sources: list[str]) -> dict:
         raise ValueError(f"parts of {run_dir} are for different dates: {sorted(dates)}")
     first = parts[0]
     manifest = {"run_id": run_dir.name, "date": first["date"], "data_root": first["data_root"],
-                "config": first["config"], "sources": [e for p in parts for e in p["sources"]]}
+                "config": first["config"],
+                "accept_loss": sorted({a for p in parts for a in p.get("accept_loss") or []}),
+                "sources": [e for p in parts for e in p["sources"]]}
     tmp = run_dir / (MANIFEST + ".tmp")
     tmp.write_text(json.dumps(manifest, indent=1))
     tmp.replace(run_dir / MANIFEST)

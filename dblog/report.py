@@ -15,6 +15,7 @@ import html
 import json
 from pathlib import Path
 
+from . import landing_report
 from .order import AUDIT, CHANGES, QUARANTINE, STATE, read_staged
 from .paths import DataRoot
 from .stage import HELD_DIR
@@ -51,6 +52,7 @@ def _aggregates(spark, manifest: dict, run_dir: Path) -> dict:
                                             F.sum("n_records").alias("n")).collect():
             out[r["source"]]["held_transactions"] = r["t"]
             out[r["source"]]["held_records"] = r["n"] or 0
+    landing_report.summarize(spark, manifest, Path(run_dir), out)
     return out
 
 
@@ -142,6 +144,7 @@ def render_source(manifest: dict, name: str, a: dict, success: bool, failures: l
         ["archive", "records read", "published", "control", "skipped", "held open",
          "quarantined", "skipped by rule"],
         [[r["archive_file"], *[r[k] for k in BUCKETS], r["skipped_by_rule"]] for r in a["archives"]]))
+    parts.extend(landing_report.source_sections(a))
     parts.append(f"<h2>Changes {'published' if success else 'staged (not published)'} by table "
                  f"and op ({sum(r['count'] for r in a['by_table'])})</h2>" + _table(
                      ["schema", "table", "op", "changes"],
@@ -176,6 +179,7 @@ def render(manifest: dict, agg: dict, success: bool, failures: list[str], result
                     "quarantined", "quarantined share / threshold", "open transactions carried"))
     parts.append(f"<h2>Sources</h2><table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}"
                  "</tbody></table>")
+    parts.extend(landing_report.index_warnings(agg))
     parts.append(_expectations(results))
     return _page(f"dblog {date}", parts)
 

@@ -1,0 +1,378 @@
+"""The landing zone of one source's night (SPEC section 2): which files are archives, and how
+every other file is accounted for.
+
+Every file under ``landing/<source>/<date>/`` (subfolders included) becomes one *entry*:
+
+``archive``    a regular file (or a symbolic link whose target lies inside the data root)
+               that the night decodes
+``ignored``    a file whose name (or a folder above it) starts with ``.``: tools write
+               temporary files that way; listed, never read
+``refused``    a symbolic link that leaves the data root (directly or through a linked
+               folder), a dangling link, a link loop, anything that is not a regular file
+               (FIFO, socket, device: reading one could block the night), or a file that
+               cannot be examined; nothing of it is read or copied
+``duplicate``  an archive whose bytes equal those of an earlier archive of the same source,
+               tonight (earlier in archive order) or on an earlier published night: skipped
+               whole (rule ``duplicate_archive``), ``duplicate_of`` names the archive it repeats
+
+Names are bytes. ``display_name`` shows a name as text everywhere (manifest, events'
+``archive_file``, audit, report): valid UTF-8 stays as it is; every byte of an invalid
+sequence, a backslash, and control characters are written ``\\xNN``, so two different
+names never show the same. The archive is read by its real bytes path (``path_hex``).
+
+Duplicates of earlier nights are found through a content index per source that does not
+grow with the lookups: ``state/<source>/archive_index/size=<n>/`` exists once an archive of
+``n`` bytes was staged; only then is tonight's archive of that size hashed (SHA-256) and
+looked up under ``size=<n>/sha256=<h>/``. Entries name the night and the run that wrote
+them and count only when that run is the one whose state is published for that night
+(``state/<source>/<date>/seq.json``), so entries of failed or replaced runs are inert, and
+the index is written when the night is staged without publishing anything. The first
+archives of a size are recorded unhashed (``size=<n>/first/``) and hashed the first time
+another archive of that size appears.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+from dataclasses import asdict, dataclass, field
+from fnmatch import fnmatchcase
+from pathlib import Path
+
+ARCHIVE, IGNORED, REFUSED, DUPLICATE = "archive", "ignored", "refused", "duplicate"
+STATUSES = (ARCHIVE, IGNORED, REFUSED, DUPLICATE)
+DUPLICATE_RULE = "duplicate_archive"
+INDEX_DIR = "archive_index"
+UNHASHED = "first"
+HASH_CHUNK = 1 << 20
+MAX_DEPTH = 64                       # folders below the night folder that are searched
+
+
+# ----------------------------------------------------------------- names
+
+def display_name(raw: bytes | str) -> str:
+    """A file name (bytes) as text: UTF-8 where valid, ``\\xNN`` for every other byte, for a
+    backslash and for control characters (so the text is unique and prints on one line)."""
+    if isinstance(raw, str):
+        raw = os.fsencode(raw)
+    text = raw.decode("utf-8", "surrogateescape")
+    if text.isprintable() and "\\" not in text:
+        return text
+    out = []
+    for c in text:
+        if "\udc80" <= c <= "\udcff":
+            out.append(f"\\x{ord(c) - 0xDC00:02x}")
+        elif c == "\\" or not c.isprintable():
+            out.append("".join(f"\\x{b:02x}" for b in c.encode("utf-8")))
+        else:
+            out.append(c)
+    return "".join(out)
+
+
+def accepted(display: str, patterns: list[str] | tuple[str, ...]) -> bool:
+    """Does the operator accept the loss of this archive (``--accept-loss PATTERN``)?
+    Patterns are shell patterns matched against the archive's name as shown in the audit
+    (``<source>/<date>/<file>``)."""
+    return any(fnmatchcase(display, p) for p in patterns)
+
+
+# ----------------------------------------------------------------- entries
+
+@dataclass
+class Entry:
+    file: str                         # shown name, relative to the landing zone
+    status: str
+    size: int = 0                     # bytes of the file (0 for a refused entry: never looked at)
+    path_hex: str | None = None       # the real path to read (bytes, hex), archives only
+    path: str | None = None           # the same as text when the name is valid UTF-8
+    reason: str | None = None
+    duplicate_of: str | None = None
+    sha256: str | None = None
+    accept_loss: bool = False
+
+    def to_json(self) -> dict:
+        return {k: v for k, v in asdict(self).items() if v is not None and v is not False} \
+            | {"file": self.file, "status": self.status, "size": self.size}
+
+
+@dataclass
+class _Walk:
+    root_real: bytes
+    landing: bytes
+    out: list[Entry] = field(default_factory=list)
+    seen_dirs: set[tuple[int, int]] = field(default_factory=set)
+
+    def rel(self, path: bytes) -> str:
+        return display_name(os.path.relpath(path, self.landing))
+
+    def inside(self, real: bytes) -> bool:
+        return real == self.root_real or real.startswith(self.root_real + b"/")
+
+
+def _real(path: bytes) -> bytes:
+    return os.path.realpath(path)
+
+
+def scan(data_root: str | os.PathLike, source: str, date: str) -> list[Entry]:
+    """Every file of ``landing/<source>/<date>/`` as an entry (archives not yet told apart
+    from duplicates: see ``find_duplicates``), in name order."""
+    root = os.fsencode(os.path.abspath(data_root))
+    w = _Walk(_real(root), os.path.join(root, b"landing"))
+    night = os.path.join(w.landing, os.fsencode(source), os.fsencode(date))
+    # the night folder itself, or a folder above it inside landing/, may be a link
+    for path in (os.path.join(w.landing, os.fsencode(source)), night):
+        if os.path.islink(path) and not _check_link_dir(w, path):
+            return w.out
+    if not os.path.isdir(night):
+        return w.out
+    real = _real(night)
+    if not w.inside(real):
+        w.out.append(Entry(w.rel(night), REFUSED,
+                           reason=f"the night folder resolves to {display_name(real)}, outside the data root"))
+        return w.out
+    _walk_dir(w, night, real, hidden_by=None, depth=0)
+    return w.out
+
+
+def _check_link_dir(w: _Walk, path: bytes) -> bool:
+    """A linked folder above the night: follow it only when it stays inside the data root."""
+    target = _real(path)
+    if w.inside(target) and os.path.isdir(target):
+        return True
+    why = "dangling symbolic link" if not os.path.exists(path) else \
+        f"symbolic link to {display_name(target)}, outside the data root"
+    w.out.append(Entry(w.rel(path), REFUSED, reason=why))
+    return False
+
+
+def _walk_dir(w: _Walk, shown: bytes, folder: bytes, hidden_by: str | None, depth: int) -> None:
+    """Walk ``folder`` (a real path inside the data root), naming entries by ``shown`` (the
+    path as reached from the night folder, through links)."""
+    try:
+        st = os.stat(folder)
+        key = (st.st_dev, st.st_ino)
+        if key in w.seen_dirs:
+            w.out.append(Entry(w.rel(shown), REFUSED, reason="folder reached twice (a link loop)"))
+            return
+        w.seen_dirs.add(key)
+        names = sorted(os.listdir(folder))
+    except OSError as exc:
+        w.out.append(Entry(w.rel(shown), REFUSED, reason=f"cannot list the folder: {exc.strerror}"))
+        return
+    for name in names:
+        path, name_shown = os.path.join(folder, name), os.path.join(shown, name)
+        rel = w.rel(name_shown)
+        hidden = hidden_by or (rel if name.startswith(b".") else None)
+        try:
+            lst = os.lstat(path)
+        except OSError as exc:
+            w.out.append(Entry(rel, REFUSED, reason=f"cannot examine: {exc.strerror}"))
+            continue
+        real, via = path, None
+        if stat.S_ISLNK(lst.st_mode):
+            target = _real(path)
+            if not os.path.exists(path):
+                w.out.append(Entry(rel, REFUSED,
+                                   reason=f"dangling symbolic link (to {display_name(os.readlink(path))})"))
+                continue
+            if not w.inside(target):
+                w.out.append(Entry(rel, REFUSED,
+                                   reason=f"symbolic link to {display_name(target)}, outside the data root"))
+                continue
+            real, via = target, display_name(target)
+            try:
+                lst = os.stat(real)
+            except OSError as exc:
+                w.out.append(Entry(rel, REFUSED, reason=f"cannot examine the link's target: {exc.strerror}"))
+                continue
+        if stat.S_ISDIR(lst.st_mode):
+            if depth >= MAX_DEPTH:
+                w.out.append(Entry(rel, REFUSED, reason=f"folder nested deeper than {MAX_DEPTH}"))
+            else:
+                _walk_dir(w, name_shown, real, hidden, depth + 1)
+            continue
+        if not stat.S_ISREG(lst.st_mode):
+            w.out.append(Entry(rel, REFUSED, reason="not a regular file (FIFO, socket or device): not read"))
+            continue
+        if hidden:
+            why = "hidden file (name starts with '.')" if hidden == rel else f"inside hidden folder {hidden}"
+            w.out.append(Entry(rel, IGNORED, size=lst.st_size, reason=why))
+            continue
+        text = None
+        try:
+            text = real.decode("utf-8")
+        except UnicodeDecodeError:
+            pass
+        w.out.append(Entry(rel, ARCHIVE, size=lst.st_size, path_hex=real.hex(), path=text,
+                           reason=f"symbolic link to {via}" if via else None))
+
+
+# ----------------------------------------------------------------- reading an archive
+
+class ArchiveChanged(OSError):
+    """The file is no longer the one the stage found (size or content differ, or it now
+    leads outside the data root)."""
+
+
+def archive_path(archive: dict | str) -> bytes | str:
+    """The path to read: bytes for a staged archive (``path_hex``), else what was given."""
+    if isinstance(archive, dict):
+        if archive.get("path_hex"):
+            return bytes.fromhex(archive["path_hex"])
+        return archive["path"]
+    return archive
+
+
+def read_archive(archive: dict | str, data_root: str | None = None) -> bytes:
+    """The bytes of a staged archive, read by its real bytes path.
+
+    With ``data_root``, the path must still resolve inside it, and it is opened without
+    following a link on its last part (a link swapped in after the stage is not followed).
+    The size (and the SHA-256 when the stage computed one) must be the staged ones.
+    Raises ``OSError`` (``ArchiveChanged`` for the checks) on anything else."""
+    path = archive_path(archive)
+    if isinstance(path, str) and "://" in path:
+        from pyarrow import fs as pafs
+
+        filesystem, inner = pafs.FileSystem.from_uri(path)
+        with filesystem.open_input_stream(inner) as f:
+            data = f.readall()
+    else:
+        path = os.fsencode(path)
+        if data_root is not None:
+            root = _real(os.fsencode(os.path.abspath(data_root)))
+            real = _real(path)
+            if not (real == root or real.startswith(root + b"/")):
+                raise ArchiveChanged(f"{display_name(path)} now resolves to {display_name(real)}, "
+                                     "outside the data root: not read")
+            path = real
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise ArchiveChanged(f"{display_name(path)} is no longer a regular file: not read")
+            data = f.read()
+    if isinstance(archive, dict):
+        if "size" in archive and len(data) != archive["size"]:
+            raise ArchiveChanged(f"the archive changed after it was staged: {len(data)} bytes, "
+                                 f"staged {archive['size']}")
+        if archive.get("sha256") and hashlib.sha256(data).hexdigest() != archive["sha256"]:
+            raise ArchiveChanged("the archive changed after it was staged: its SHA-256 differs")
+    return data
+
+
+def file_sha256(path: bytes) -> str:
+    h = hashlib.sha256()
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise OSError(f"{display_name(path)} is not a regular file")
+        while chunk := f.read(HASH_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+# ----------------------------------------------------------------- duplicates
+
+def index_dir(data_root: str | os.PathLike, source: str) -> Path:
+    return Path(data_root) / "state" / source / INDEX_DIR
+
+
+def published_run(data_root: str | os.PathLike, source: str, date: str) -> str | None:
+    """The run whose state is published for ``source``'s night ``date`` (None: none)."""
+    from .stage import SEQ_FILE
+
+    try:
+        return json.loads((Path(data_root) / "state" / source / date / SEQ_FILE).read_text())["run_id"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+class ArchiveIndex:
+    """Content index of one source's archives on earlier published nights."""
+
+    def __init__(self, data_root: str | os.PathLike, source: str, date: str) -> None:
+        self.root = Path(data_root)
+        self.source = source
+        self.date = date
+        self.base = index_dir(data_root, source)
+        self._runs: dict[str, str | None] = {}
+
+    def _valid(self, doc: dict) -> bool:
+        d = doc.get("date")
+        if not isinstance(d, str) or d >= self.date:
+            return False
+        if d not in self._runs:
+            self._runs[d] = published_run(self.root, self.source, d)
+        return self._runs[d] is not None and self._runs[d] == doc.get("run_id")
+
+    def _entries(self, folder: Path):
+        if not folder.is_dir():
+            return
+        for f in sorted(folder.glob("*.json")):
+            try:
+                doc = json.loads(f.read_text())
+            except (OSError, ValueError):
+                continue
+            if isinstance(doc, dict) and self._valid(doc):
+                for a in doc.get("archives") or []:
+                    yield doc["date"], a
+
+    def size_seen(self, size: int) -> bool:
+        return (self.base / f"size={size}").is_dir()
+
+    def find(self, size: int, sha: str) -> str | None:
+        """The earlier published archive with these bytes, if any (its shown name)."""
+        base = self.base / f"size={size}"
+        for _date, a in self._entries(base / f"sha256={sha}"):
+            return a["file"]
+        for _date, a in self._entries(base / UNHASHED):
+            try:
+                if file_sha256(bytes.fromhex(a["path_hex"])) == sha:
+                    return a["file"]
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+        return None
+
+    def record(self, archives: list[Entry], run_id: str) -> None:
+        """Write tonight's archives under this run (inert until the run's night is published)."""
+        groups: dict[Path, list[dict]] = {}
+        for a in archives:
+            sub = f"sha256={a.sha256}" if a.sha256 else UNHASHED
+            groups.setdefault(self.base / f"size={a.size}" / sub, []).append(
+                {"file": a.file, "path_hex": a.path_hex})
+        for folder, items in groups.items():
+            folder.mkdir(parents=True, exist_ok=True)
+            target = folder / f"{self.date}.{run_id}.json"
+            tmp = folder / f".{target.name}.tmp"
+            tmp.write_text(json.dumps({"date": self.date, "run_id": run_id, "archives": items}))
+            tmp.replace(target)
+
+
+def find_duplicates(entries: list[Entry], index: ArchiveIndex | None) -> None:
+    """Mark archives that repeat an earlier archive (in ``entries``' order, or on an earlier
+    published night in ``index``) as duplicates. Hashes only archives whose size is shared
+    with another archive of tonight or of the index."""
+    archives = [e for e in entries if e.status == ARCHIVE]
+    by_size: dict[int, list[Entry]] = {}
+    for a in archives:
+        by_size.setdefault(a.size, []).append(a)
+    first_of: dict[tuple[int, str], Entry] = {}
+    for a in archives:
+        shared = len(by_size[a.size]) > 1 or (index is not None and index.size_seen(a.size))
+        if not shared:
+            continue
+        try:
+            a.sha256 = file_sha256(bytes.fromhex(a.path_hex))
+        except OSError as exc:   # left an archive: the decode stage reports it lost
+            a.reason = f"could not be hashed: {exc}"
+            continue
+        earlier = index.find(a.size, a.sha256) if index is not None else None
+        if earlier is None and (a.size, a.sha256) in first_of:
+            earlier = first_of[(a.size, a.sha256)].file
+        if earlier is not None:
+            a.status, a.duplicate_of = DUPLICATE, earlier
+            a.reason = f"same bytes as {earlier} ({DUPLICATE_RULE})"
+        else:
+            first_of.setdefault((a.size, a.sha256), a)
