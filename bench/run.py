@@ -10,7 +10,8 @@ the project's encoders, then measure, each in its own subprocess (clean JVM and 
 * ``decode@N/10`` the decode job on a night ten times smaller (driver memory must stay flat).
 
 Results: ``bench/results/<stamp>.json`` and ``.md`` (also ``latest.json``/``latest.md``);
-``python -m bench compare A.json B.json`` compares two runs.
+``python -m bench compare A.json B.json`` compares two runs; ``python -m bench cpu`` measures
+the in-process decode CPU rate per format against baseline (a) (``bench/cpu.py``).
 """
 
 from __future__ import annotations
@@ -85,6 +86,10 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "cpu":
+        from . import cpu
+
+        return cpu.main(argv[1:])
     if argv and argv[0] == "compare":
         print(compare(json.loads(Path(argv[1]).read_text()), json.loads(Path(argv[2]).read_text())))
         return 0

@@ -65,7 +65,7 @@ def complete_audit(spark, manifest: dict, audit, ev, buckets, columns: list[str]
     """The per-archive ``audit`` (records by bucket) with bytes, loss and the landing rows.
 
     ``ev``: the night's events (``from_state`` marks rows carried from state);
-    ``buckets``: one row per event with its ``bucket`` and, when events carry it, ``n_bytes``."""
+    ``buckets``: one row per event of the night with its ``bucket`` and ``n_bytes``."""
     from pyspark.sql import functions as F
 
     new = ev.filter(~F.col("from_state"))
@@ -77,19 +77,12 @@ def complete_audit(spark, manifest: dict, audit, ev, buckets, columns: list[str]
         .join(lost, ["source", "archive_file"], "left") \
         .withColumn("lost", F.coalesce("lost", F.lit(False))) \
         .withColumn("bytes_read", F.coalesce("size", F.lit(0)).cast("long"))
-    if "n_bytes" in buckets.columns:
-        sums = buckets.filter(~F.col("from_state")).groupBy("source", "archive_file").agg(
-            F.sum(F.when(F.col("bucket") == "quarantined", F.col("n_bytes"))).alias("bq"),
-            F.sum(F.when(F.col("bucket") != "quarantined", F.col("n_bytes"))).alias("bd"))
-        out = out.join(sums, ["source", "archive_file"], "left") \
-            .withColumn("bytes_quarantined", F.coalesce("bq", F.lit(0)).cast("long")) \
-            .withColumn("bytes_decoded", F.coalesce("bd", F.lit(0)).cast("long"))
-    else:
-        # until the events carry n_bytes (contract 2): a lost archive's bytes are quarantined,
-        # any other archive's bytes count as decoded
-        out = out.withColumn("bytes_quarantined",
-                             F.when(F.col("lost"), F.col("bytes_read")).otherwise(0).cast("long")) \
-            .withColumn("bytes_decoded", (F.col("bytes_read") - F.col("bytes_quarantined")).cast("long"))
+    sums = buckets.filter(~F.col("from_state")).groupBy("source", "archive_file").agg(
+        F.sum(F.when(F.col("bucket") == "quarantined", F.col("n_bytes"))).alias("bq"),
+        F.sum(F.when(F.col("bucket") != "quarantined", F.col("n_bytes"))).alias("bd"))
+    out = out.join(sums, ["source", "archive_file"], "left") \
+        .withColumn("bytes_quarantined", F.coalesce("bq", F.lit(0)).cast("long")) \
+        .withColumn("bytes_decoded", F.coalesce("bd", F.lit(0)).cast("long"))
     out = out.withColumn("entry", F.lit(ARCHIVE)) \
         .withColumn("bytes_skipped", F.lit(0).cast("long")) \
         .withColumn("accepted_loss", F.col("lost") & F.coalesce("accept_loss", F.lit(False))) \

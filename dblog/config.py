@@ -11,20 +11,13 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
 
-from decoders.catalog import FORMATS, Catalog, codec_problem, load_catalog, read_text_file
+from decoders import FORMATS, get as get_format
+from decoders.catalog import Catalog, codec_problem, load_catalog, read_text_file
 from decoders.errors import ConfigError
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "include" / "sources.yaml"
 NAME = re.compile(r"[a-z0-9_]+")      # used with fullmatch: "pos_solid\n" is not a name
 
-# per format: option -> (default, check)
-_OPTIONS: dict[str, dict[str, tuple[Any, Any]]] = {
-    "soliddb": {},
-    "db2luw": {"byte_order": ("little", ("little", "big")), "codepage": ("utf-8", "codec")},
-    "informix": {},
-    "rdb": {},
-    "lldf": {"codepage": ("cp037", "codec"), "rdw": (False, bool)},
-}
 DEFAULT_QUARANTINE_THRESHOLD = 0.05
 UNKNOWN_TABLES = ("quarantine", "fail")     # SPEC section 4; quarantine is the default
 SOURCE_KEYS = {"name", "format", "catalog", "timezone", "options", "quarantine_threshold",
@@ -153,7 +146,7 @@ def load_config(path: str | os.PathLike | None = None) -> Config:
         if not isinstance(opts_in, dict):
             raise ConfigError(file, f"{where}.options", f"expected a mapping, got {opts_in!r}")
         options: dict[str, Any] = {}
-        spec = _OPTIONS[fmt]
+        spec = get_format(fmt).OPTIONS      # per format: option -> (default, check)
         for key, value in opts_in.items():
             if key not in spec:
                 raise ConfigError(file, f"{where}.options.{key}",

@@ -18,7 +18,7 @@ import pyarrow as pa
 from decoders import get as get_format
 from decoders.base import DecodeContext
 from decoders.catalog import parse_catalog
-from decoders.events import EVENT_COLUMNS, EVENT_SCHEMA, EventSink
+from decoders.events import EVENT_SCHEMA, EventSink
 
 from .landing import read_archive
 
@@ -57,12 +57,11 @@ def read_bytes(archive: dict | str, data_root: str | None = None) -> bytes:
 
 def _lost(sink: EventSink, archive: dict, error_class: str, message: str, raw: bytes | None = None) -> None:
     """The archive is lost whole: one quarantine row standing for all its bytes."""
-    extra = {"n_bytes": int(archive.get("size") or 0)} if "n_bytes" in EVENT_COLUMNS else {}
-    sink.add("quarantine", 0, 0, 0, error_class=error_class,
+    sink.add("quarantine", 0, 0, 0, error_class=error_class, n_bytes=int(archive.get("size") or 0),
              message=(message + (" (loss accepted by the operator)" if archive.get("accept_loss") else
                                  "; the source's night fails unless the loss is accepted "
                                  "(dblog run --accept-loss)"))[:1000],
-             raw_hex=raw[:256].hex() if raw else None, **extra)
+             raw_hex=raw[:256].hex() if raw else None)
 
 
 def decode_unit(unit: dict) -> Iterator[pa.RecordBatch]:
@@ -97,11 +96,11 @@ def decode_unit(unit: dict) -> Iterator[pa.RecordBatch]:
         try:
             text = json.dumps(carry) if carry is not None else None
         except (TypeError, ValueError) as exc:   # e.g. an int of more than 4,300 digits
-            sink.add("quarantine", -1, -1, 0, error_class="carry_error",
+            sink.add("quarantine", -1, -1, 0, error_class="carry_error", n_bytes=0,
                      message=f"{sink.archive_file}: the decoder state carried to the next night "
                              f"cannot be written ({exc}); the next night starts without it")
             text = None
-        sink.add("carry", -1, -1, 0, message=text)
+        sink.add("carry", -1, -1, 0, n_bytes=0, message=text)
         yield from sink.batches()
 
 

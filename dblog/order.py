@@ -256,9 +256,8 @@ def order_stage(spark, manifest: dict, run_dir: Path) -> dict:
                     .otherwise("quarantined")) \
         .withColumn("q_class", F.when(F.col("complete"), F.lit("bad_segments"))
                     .otherwise(F.lit("incomplete_segments")))
-    byte_cols = ["n_bytes"] if "n_bytes" in EVENT_COLUMNS else []
     plain_change_bucket = chg.filter(F.col("seg_key").isNull() & (F.col("n_records") > 0)) \
-        .select("source", "format", "archive_file", "n_records", *byte_cols, "from_state", "bucket")
+        .select("source", "format", "archive_file", "n_records", "n_bytes", "from_state", "bucket")
     other = ev.filter(~F.col("kind").isin("change", "segment", "carry")) \
         .join(status.select("source", "trx_id", "status"), ["source", "trx_id"], "left") \
         .withColumn("bucket",
@@ -266,7 +265,7 @@ def order_stage(spark, manifest: dict, run_dir: Path) -> dict:
                     .when(F.col("kind") == "skip", F.concat(F.lit("skipped:"), F.col("rule")))
                     .when(F.col("status") == "open", "held_open")
                     .otherwise("control"))
-    cols = ["source", "format", "archive_file", "n_records", *byte_cols, "from_state", "bucket"]
+    cols = ["source", "format", "archive_file", "n_records", "n_bytes", "from_state", "bucket"]
     buckets = plain_change_bucket.select(*cols) \
         .unionByName(seg_bucket.select(*cols)).unionByName(other.select(*cols)) \
         .filter(~F.col("from_state"))
@@ -298,7 +297,7 @@ def order_stage(spark, manifest: dict, run_dir: Path) -> dict:
     audit = complete_audit(spark, manifest, audit, ev, buckets, AUDIT_COLUMNS)
 
     # --- quarantine rows: decoder quarantines, reassembly failures, orphan changes, bad segment groups
-    n_bytes = F.col("n_bytes") if byte_cols else F.lit(None)
+    n_bytes = F.col("n_bytes")
     q_decoded = ev.filter((F.col("kind") == "quarantine") & ~F.col("from_state")) \
         .select("source", "format", "archive_file", "record_offset", "error_class", "message", "raw_hex",
                 "n_records", n_bytes.cast("long").alias("n_bytes"))

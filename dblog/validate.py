@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from decoders import FORMATS, get as get_format
 from decoders.events import KINDS
 
 from .decode import EVENTS_DIR, spark_event_schema
@@ -32,7 +33,6 @@ SUITES = ("events", "changes", "transactions", "audit", "quarantine")
 # ``explain``, so a good night pays for none of them.
 RESULT_FORMAT = "BOOLEAN_ONLY"
 EXPLAIN_ROWS = 3            # rows of a check dataset quoted in the message of a failed expectation
-NO_IMAGES = ("informix",)   # formats whose log carries no row images
 log = logging.getLogger("dblog.validate")
 
 
@@ -91,7 +91,8 @@ def prepare_changes(spark, manifest: dict, run_dir: Path):
                                  "source STRING, seq_base LONG")
     w = Window.partitionBy("source").orderBy("commit_position", "trx_id", "event_seq")
     prev_seq, prev_trx = F.lag("commit_seq").over(w), F.lag("trx_id").over(w)
-    images = (F.col("format").isin(*NO_IMAGES)
+    no_images = [f for f in FORMATS if not get_format(f).HAS_IMAGES]
+    images = (F.col("format").isin(*no_images)
               | (F.col("op").isin("c", "m", "u") & F.col("after").isNotNull())
               | ((F.col("op") == "d") & F.col("before").isNotNull())
               | F.col("op").isin("t", "ddl"))

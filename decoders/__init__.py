@@ -10,7 +10,13 @@ Each format is a package ``decoders.<format>`` exposing the same small face:
 ``Synth``                  writes realistic archives (with the format's encoder) and knows
                            what it wrote, for tests, the sample night and the benchmark
 
-``get(format)`` is the registry; it raises ``UnknownFormat`` for anything else.
+``OPTIONS``                 the format's options in ``sources.yaml``: name -> (default, check)
+``HAS_IMAGES``             whether the log carries row images (before/after)
+``check_column(column)``   what is wrong with a catalog column for this format, or None
+
+Those names are cheap (the config and the DAG read them); ``decode`` and ``Synth`` import
+the decoder on first use. ``FORMATS`` is the registry (format -> package); ``get(format)``
+returns the package and raises ``UnknownFormat`` for anything else.
 """
 
 from __future__ import annotations
@@ -18,7 +24,13 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from .catalog import FORMATS
+FORMATS: dict[str, str] = {
+    "soliddb": "decoders.soliddb",
+    "db2luw": "decoders.db2luw",
+    "informix": "decoders.informix",
+    "rdb": "decoders.rdb",
+    "lldf": "decoders.lldf",
+}
 
 __all__ = ["FORMATS", "UnknownFormat", "get"]
 
@@ -33,10 +45,10 @@ _loaded: dict[str, ModuleType] = {}
 
 def get(fmt: str) -> ModuleType:
     """The decoder package of ``fmt``."""
-    if fmt not in FORMATS:
+    if not isinstance(fmt, str) or fmt not in FORMATS:
         raise UnknownFormat(fmt)
     mod = _loaded.get(fmt)
     if mod is None:
-        mod = importlib.import_module(f"decoders.{fmt}")
+        mod = importlib.import_module(FORMATS[fmt])
         _loaded[fmt] = mod
     return mod

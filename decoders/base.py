@@ -17,6 +17,14 @@ class DecodeContext:
     options: dict[str, Any] = field(default_factory=dict)
     timezone: str = "UTC"
     carry: dict | None = None         # carry-in: state left by the previous archive / night
+    # a range of a split archive (decoders/framing.py): ``data`` is the archive's bytes from
+    # ``offset`` on; its first record has ``record_index`` ``index``; text formats: ``line``
+    # lines of the archive come before ``data`` (record_offset = line + 1-based line in data);
+    # ``split`` is what the format's ``split`` attached to the range (e.g. a CSV header)
+    offset: int = 0
+    index: int = 0
+    line: int = 0
+    split: dict | None = None
 
 
 def hexpos(value: int | bytes, width: int) -> str:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import FORMATS, get as _format
 from .errors import ConfigError
 
 TYPES = {
@@ -17,7 +18,6 @@ TYPES = {
 }
 MAX_INT_FIELD = 2**31 - 1          # lengths, precisions, scales: what a 4-byte length can say
 NEEDS_LENGTH = {"CHAR", "VARCHAR", "BINARY", "VARBINARY"}
-FORMATS = ("soliddb", "db2luw", "informix", "rdb", "lldf")
 # decoded by every code page check: each single byte, and runs of letters and blanks
 _CODEC_PROBES = (bytes(range(256)), b"ABC  ", b"\xc1\xc2\xc3\x40\x40", b" " * 64)
 
@@ -201,9 +201,11 @@ def parse_catalog(doc: Any, file: str) -> Catalog:
                 if scale > precision:
                     raise ConfigError(file, f"{cwhere}.scale",
                                       f"scale {scale} exceeds precision {precision}")
-            if ctype == "FLOAT" and fmt == "lldf" and length not in (4, 8):
-                raise ConfigError(file, f"{cwhere}.length", "lldf FLOAT needs length 4 or 8")
-            columns.append(Column(cname, ctype, nullable, length, precision, scale))
+            column = Column(cname, ctype, nullable, length, precision, scale)
+            problem = _format(fmt).check_column(column)
+            if problem:
+                raise ConfigError(file, f"{cwhere}.length" if ctype == "FLOAT" else cwhere, problem)
+            columns.append(column)
         key = tdoc.get("key", [])
         if not isinstance(key, list) or not all(isinstance(k, str) for k in key):
             raise ConfigError(file, f"{where}.key", f"expected a list of column names, got {key!r}")

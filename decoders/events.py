@@ -18,7 +18,16 @@ Kinds of rows (column ``kind``):
 
 ``n_records`` is how many records of the archive the row stands for (2 for a solidDB
 before/after pair, 1 + remainder records for Informix, 0 for ``carry``); the audit adds
-``n_records`` per bucket so that the buckets add up to the records read.
+``n_records`` per bucket so that the buckets add up to the records read. ``n_bytes`` is how
+many bytes of the archive the row stands for: the rows of one archive add up to its size
+(SPEC section 5, "Accounting"). A decoder that knows its records' lengths sets it; for the
+others ``account_bytes`` derives it from the record offsets (each row counts the bytes from
+its record's start to the next row's record start; the first also counts any bytes before it).
+
+Two ways in: ``add`` (one row, keyword fields: the careful per-record path, e.g. quarantine)
+and ``add_columns`` (many rows at once from numpy/Arrow columns: the fast path). Rows come
+out of ``batches`` in archive order, (record_index, order of adding), whatever the order
+the decoder added them in.
 
 A row can also end its transaction (``trx_end`` = ``commit``/``abort``) without being a
 commit record: Log Master and Rdb records carry their unit of recovery's disposition.
@@ -27,9 +36,12 @@ commit record: Log Master and Rdb records carry their unit of recovery's disposi
 from __future__ import annotations
 
 import datetime as _dt
-from typing import Any
+import functools
+from typing import Any, Callable
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 TS = pa.timestamp("us", tz="UTC")
 
@@ -40,6 +52,7 @@ EVENT_FIELDS: list[tuple[str, pa.DataType]] = [
     ("record_offset", pa.int64()),
     ("record_index", pa.int64()),
     ("n_records", pa.int32()),
+    ("n_bytes", pa.int64()),
     ("kind", pa.string()),
     ("rule", pa.string()),
     ("flag", pa.string()),
@@ -73,6 +86,7 @@ _COLUMN_SET = frozenset(EVENT_COLUMNS)
 # set by the sink itself, never by a decoder's keyword fields
 _FIXED = frozenset(("source", "format", "archive_file", "record_offset", "record_index",
                     "n_records", "kind"))
+_TYPES = dict(EVENT_FIELDS)
 KINDS = ("change", "begin", "commit", "abort", "undo", "control", "skip", "quarantine",
          "segment", "carry")
 OPS = ("c", "u", "d", "m", "t", "ddl")
@@ -96,11 +110,14 @@ class EventSink:
         self._cols: dict[str, list] = {name: [] for name in EVENT_COLUMNS}
         self._n = 0          # rows in the open column lists
         self._done: list[pa.RecordBatch] = []
+        self._ordered = True  # rows so far are in (record_index) order
+        self._last_index = -(1 << 62)
         self.records_read = 0
 
     def __len__(self) -> int:
         return self._n + sum(b.num_rows for b in self._done)
 
+    # ------------------------------------------------------------------ one row
     def add(self, kind: str, record_offset: int, record_index: int, n_records: int = 1,
             **fields: Any) -> None:
         """One row. Only the fields given cost anything: a column that a row leaves out is
@@ -111,6 +128,9 @@ class EventSink:
         cols["record_index"].append(record_index)
         cols["n_records"].append(n_records)
         cols["kind"].append(kind)
+        if record_index < self._last_index:
+            self._ordered = False
+        self._last_index = record_index
         for name, value in fields.items():
             if value is None:
                 continue
@@ -125,13 +145,6 @@ class EventSink:
         if self._n >= self.batch_rows:
             self._seal()
 
-    def _seal(self) -> None:
-        """Turn the open column lists into an Arrow batch (bounds Python object memory)."""
-        if self._n:
-            self._done.append(self._build())
-            self._cols = {name: [] for name in EVENT_COLUMNS}
-            self._n = 0
-
     def quarantine(self, error, record_offset: int, record_index: int, raw: bytes | None,
                    n_records: int = 1, **fields: Any) -> None:
         """A record that could not be decoded (``error`` is a ``DecodeError``)."""
@@ -139,13 +152,51 @@ class EventSink:
                  error_class=getattr(error, "error_class", type(error).__name__),
                  message=str(error), raw_hex=raw_hex(raw), **fields)
 
-    def _build(self) -> pa.RecordBatch:
-        n = self._n
-        constant = {"source": self.source, "format": self.format, "archive_file": self.archive_file}
+    # ------------------------------------------------------------------ many rows
+    def add_columns(self, kind, record_offset, record_index, n_records=1, **fields: Any) -> None:
+        """Many rows at once. Every argument is a column (numpy array, Arrow array, list) of
+        the same length, or a scalar (the same value on every row; ``None``: null).
+        ``kind`` may be a scalar or a column. The fast path of the columnar decoders."""
+        offsets = np.asarray(record_offset, dtype=np.int64)
+        n = len(offsets)
+        if n == 0:
+            return
+        self._seal()
+        given = {"kind": kind, "record_offset": offsets, "record_index": record_index,
+                 "n_records": n_records, **fields}
         arrays = []
         for name, typ in EVENT_FIELDS:
-            if name in constant:
-                arrays.append(pa.array([constant[name]] * n, type=typ))
+            if name in ("source", "format", "archive_file"):
+                arrays.append(pa.nulls(n, typ))      # filled in _finish
+                continue
+            value = given.pop(name, None)
+            arrays.append(_column(value, typ, n, name))
+        if given:
+            raise TypeError(f"unknown event fields: {', '.join(sorted(given))}")
+        batch = pa.RecordBatch.from_arrays(arrays, schema=EVENT_SCHEMA)
+        idx = batch.column("record_index")
+        if len(idx):
+            first = pc.min(idx).as_py()
+            if first < self._last_index or not _nondecreasing(idx):
+                self._ordered = False
+            self._last_index = max(self._last_index, pc.max(idx).as_py())
+        self.records_read += int(pc.sum(batch.column("n_records")).as_py() or 0)
+        self._done.append(batch)
+
+    # ------------------------------------------------------------------ out
+    def _seal(self) -> None:
+        """Turn the open column lists into an Arrow batch (bounds Python object memory)."""
+        if self._n:
+            self._done.append(self._build())
+            self._cols = {name: [] for name in EVENT_COLUMNS}
+            self._n = 0
+
+    def _build(self) -> pa.RecordBatch:
+        n = self._n
+        arrays = []
+        for name, typ in EVENT_FIELDS:
+            if name in ("source", "format", "archive_file"):
+                arrays.append(pa.nulls(n, typ))
                 continue
             col = self._cols[name]
             if len(col) < n:
@@ -153,19 +204,110 @@ class EventSink:
             arrays.append(pa.array(col, type=typ))
         return pa.RecordBatch.from_arrays(arrays, schema=EVENT_SCHEMA)
 
-    def batches(self) -> list[pa.RecordBatch]:
-        """All events so far as Arrow batches (the sink is left empty)."""
+    def _finish(self) -> pa.Table:
+        """Everything so far as one table in archive order, constant columns filled."""
         self._seal()
-        out, self._done = self._done, []
-        return out
+        table = pa.Table.from_batches(self._done, schema=EVENT_SCHEMA)
+        self._done = []
+        if not self._ordered and table.num_rows:
+            order = pc.sort_indices(table, sort_keys=[("record_index", "ascending")])
+            table = table.take(order)     # sort_indices is stable: ties keep the order of adding
+        self._ordered = True
+        n = table.num_rows
+        for name in ("source", "format", "archive_file"):
+            i = EVENT_SCHEMA.get_field_index(name)
+            table = table.set_column(i, EVENT_SCHEMA.field(i),
+                                     pa.repeat(pa.scalar(getattr(self, _CONST[name]),
+                                                         EVENT_SCHEMA.field(i).type), n))
+        return table
+
+    def account_bytes(self, size: int, line_starts: np.ndarray | None = None, offset: int = 0,
+                      line: int = 0) -> None:
+        """Fill ``n_bytes`` of the rows that have none (see the module docstring).
+
+        ``size`` is the length of the decoded bytes, which start at archive offset ``offset``
+        (line ``line`` + 1 for text formats); ``line_starts`` (text formats whose
+        ``record_offset`` is a 1-based line number) the byte offset of each line's start."""
+        table = self._finish()
+        nb = table.column("n_bytes")
+        if table.num_rows == 0 or nb.null_count == 0:
+            self._done = table.to_batches(self.batch_rows)
+            return
+        offs = table.column("record_offset").to_numpy(zero_copy_only=False).astype(np.int64)
+        offs = offs - (line if line_starts is not None else offset)
+        counts = table.column("n_records").to_numpy(zero_copy_only=False)
+        missing = nb.is_null().to_numpy(zero_copy_only=False)
+        if line_starts is not None:
+            line_starts = np.asarray(line_starts, dtype=np.int64)
+            ok = (offs >= 1) & (offs <= len(line_starts))
+            pos = np.where(ok, line_starts[np.clip(offs - 1, 0, max(len(line_starts) - 1, 0))]
+                           if len(line_starts) else 0, -1)
+        else:
+            pos = np.where((offs >= 0) & (offs <= size), offs, -1)
+        counted = (pos >= 0) & (counts > 0)
+        # byte extents of the rows that carry bytes already (a decoder that knows lengths)
+        known = np.asarray(nb.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
+        starts = np.unique(pos[counted])
+        out = np.zeros(len(offs), dtype=np.int64)
+        if len(starts):
+            nxt = np.append(starts[1:], size)
+            # the first row at each start carries that record's bytes, the others none
+            order = np.flatnonzero(counted & missing)
+            for_row = pos[order]
+            _, first = np.unique(for_row, return_index=True)
+            chosen = order[first]
+            k = np.searchsorted(starts, pos[chosen])
+            out[chosen] = nxt[k] - pos[chosen]
+            if len(chosen) and starts[0] > 0:
+                out[chosen[np.argmin(pos[chosen])]] += starts[0]
+        filled = np.where(missing, out, known)
+        i = EVENT_SCHEMA.get_field_index("n_bytes")
+        table = table.set_column(i, EVENT_SCHEMA.field(i), pa.array(filled, pa.int64()))
+        self._done = table.to_batches(self.batch_rows)
+        if not len(starts) and size > 0 and not known.any():
+            # bytes but no record (e.g. only a CSV header): one control row holds them
+            self.add("control", 0, 0, 0, rule="no_records", n_bytes=size)
+
+    def batches(self) -> list[pa.RecordBatch]:
+        """All events so far as Arrow batches, in archive order (the sink is left empty)."""
+        table = self._finish()
+        return table.to_batches(self.batch_rows) if table.num_rows else []
 
     def to_table(self) -> pa.Table:
-        self._seal()
-        return pa.Table.from_batches(self._done, schema=EVENT_SCHEMA)
+        table = self._finish()
+        self._done = table.to_batches(self.batch_rows)
+        return table
 
     def rows(self) -> list[dict]:
         """The events as dicts (tests and tools; the pipeline uses ``batches``)."""
         return self.to_table().to_pylist()
+
+
+_CONST = {"source": "source", "format": "format", "archive_file": "archive_file"}
+
+
+def _nondecreasing(idx: pa.Array) -> bool:
+    a = idx.to_numpy(zero_copy_only=False)
+    return bool(len(a) < 2 or (a[1:] >= a[:-1]).all())
+
+
+def _column(value, typ: pa.DataType, n: int, name: str) -> pa.Array:
+    """One ``add_columns`` argument as an Arrow array of ``n`` rows of type ``typ``."""
+    if value is None:
+        return pa.nulls(n, typ)
+    if isinstance(value, (pa.Array, pa.ChunkedArray)):
+        arr = value.combine_chunks() if isinstance(value, pa.ChunkedArray) else value
+    elif isinstance(value, np.ndarray):
+        arr = pa.array(value)
+    elif isinstance(value, (list, tuple)):
+        arr = pa.array(value, type=typ)
+    else:                                   # a scalar: the same value on every row
+        return pa.repeat(pa.scalar(value, typ), n)
+    if len(arr) != n:
+        raise ValueError(f"event column {name} has {len(arr)} values for {n} rows")
+    if not arr.type.equals(typ):
+        arr = arr.cast(typ)
+    return arr
 
 
 def utc(ts: _dt.datetime | None) -> _dt.datetime | None:
@@ -175,3 +317,25 @@ def utc(ts: _dt.datetime | None) -> _dt.datetime | None:
     if ts.tzinfo is None:
         return ts.replace(tzinfo=_dt.timezone.utc)
     return ts.astimezone(_dt.timezone.utc)
+
+
+def line_starts(data: bytes | memoryview) -> np.ndarray:
+    """Byte offset of the start of each line (lines end with ``\\n``)."""
+    buf = np.frombuffer(data, dtype=np.uint8)
+    ends = np.flatnonzero(buf == 0x0A) + 1
+    starts = np.concatenate(([0], ends))
+    return starts[starts < len(buf)] if len(buf) else starts[:0]
+
+
+def accounts_bytes(decode: Callable, lines: bool = False) -> Callable:
+    """Wrap a format's ``decode`` so that every row it adds carries ``n_bytes`` (rows the
+    decoder gave no byte count get one from the record offsets; see ``account_bytes``)."""
+
+    @functools.wraps(decode)
+    def decode_accounted(data, ctx, sink: EventSink):
+        out = decode(data, ctx, sink)
+        sink.account_bytes(len(data), line_starts(data) if lines else None,
+                           getattr(ctx, "offset", 0), getattr(ctx, "line", 0))
+        return out
+
+    return decode_accounted

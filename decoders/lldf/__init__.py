@@ -11,16 +11,45 @@ False). Segmented records become ``segment`` rows that the ordering job groups b
 are listed in ``decoder``'s docstring.
 """
 
-from .decoder import assemble_segments, decode, decode_reassembled
-from .synth import Synth
+from __future__ import annotations
 
 FORMAT = "lldf"
 SEQUENTIAL = False
+# option -> (default, check): a tuple of allowed values, ``bool``, or ``"codec"`` (a code page)
+OPTIONS: dict = {"codepage": ("cp037", "codec"), "rdw": (False, bool)}
+HAS_IMAGES = True          # the log carries row images (before/after)
+
+
+def check_column(column) -> str | None:
+    """What is wrong with a catalog column for this format (None: nothing)."""
+    if column.type == "FLOAT" and column.length not in (4, 8):
+        return "lldf FLOAT needs length 4 or 8"
+    return None
 
 
 def archive_sort_key(name: str) -> str:
     return name
 
 
-__all__ = ["FORMAT", "SEQUENTIAL", "Synth", "archive_sort_key", "assemble_segments", "decode",
-           "decode_reassembled"]
+# the decoder and the generator are imported on first use (the config and the DAG need
+# only the names above)
+_LAZY = {'assemble_segments': 'decoder', 'decode_reassembled': 'decoder', 'decode': 'decoder', 'Synth': 'synth'}
+
+
+def __getattr__(name: str):
+    where = _LAZY.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f"{__name__}.{where}"), name)
+    if name == "decode":
+        from ..events import accounts_bytes
+
+        value = accounts_bytes(value)
+    globals()[name] = value
+    return value
+
+
+__all__ = ["FORMAT", "HAS_IMAGES", "OPTIONS", "SEQUENTIAL", "archive_sort_key", "check_column",
+           *_LAZY]
