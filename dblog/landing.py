@@ -20,14 +20,16 @@ Names are bytes. ``display_name`` shows a name as text everywhere (manifest, eve
 sequence, a backslash, and control characters are written ``\\xNN``, so two different
 names never show the same. The archive is read by its real bytes path (``path_hex``).
 
-Duplicates of earlier nights are found through a content index per source that does not
-grow with the lookups: ``state/<source>/archive_index/size=<n>/`` exists once an archive of
-``n`` bytes was staged; only then is tonight's archive of that size hashed (SHA-256) and
-looked up under ``size=<n>/sha256=<h>/``. Entries name the night and the run that wrote
-them and count only when that run is the one whose state is published for that night
-(``state/<source>/<date>/seq.json``), so entries of failed or replaced runs are inert, and
-the index is written when the night is staged without publishing anything. The first
-archives of a size are recorded unhashed (``size=<n>/first/``) and hashed the first time
+Duplicates of earlier nights are found through a content index per source whose lookups
+do not grow with the nights published: ``state/<source>/archive_index/size=<n>/`` exists
+once a published night had an archive of ``n`` bytes; only then is tonight's archive of
+that size hashed (SHA-256) and looked up under ``size=<n>/sha256=<h>/``. Each night's
+archive list goes into the night's own state (``state/<source>/<date>/archives/``,
+published with it); after the publish it is entered into the index. Entries name the
+night and the run, and count only while that run is the night's published run
+(``state/<source>/<date>/seq.json``), so a replaced run's entries are inert; a publish that
+ended before entering its night is entered by the next stage (``heal``). The first
+archives of a size are entered unhashed (``size=<n>/first/``) and hashed the first time
 another archive of that size appears.
 """
 
@@ -275,6 +277,10 @@ def file_sha256(path: bytes) -> str:
 
 # ----------------------------------------------------------------- duplicates
 
+ARCHIVES_DIR = "archives"             # state/<source>/<date>/archives/archives.json: the night's archives
+ARCHIVES_FILE = "archives.json"
+
+
 def index_dir(data_root: str | os.PathLike, source: str) -> Path:
     return Path(data_root) / "state" / source / INDEX_DIR
 
@@ -289,11 +295,30 @@ def published_run(data_root: str | os.PathLike, source: str, date: str) -> str |
         return None
 
 
+def night_archives(archives: list[dict], data_root: str | os.PathLike) -> list[dict]:
+    """A night's archives as the index keeps them: shown name, size, SHA-256 if known, and
+    the real path relative to the data root (so a moved or copied data root still works)."""
+    root = _real(os.fsencode(os.path.abspath(data_root)))
+    out = []
+    for a in archives:
+        real = bytes.fromhex(a["path_hex"]) if a.get("path_hex") else None
+        rel = os.path.relpath(real, root).hex() if real is not None else None
+        out.append({"file": a["file"], "size": int(a.get("size") or 0), "rel_hex": rel,
+                    "sha256": a.get("sha256")})
+    return out
+
+
 class ArchiveIndex:
-    """Content index of one source's archives on earlier published nights."""
+    """Content index of one source's archives on published nights, for ``find_duplicates``.
+
+    Lookups by size, then SHA-256: the cost of one lookup does not grow with the nights
+    published. Entries are written after a night is published (``record``, from the
+    per-night list the publish put into the night's state) and count only while the run
+    that wrote them is the night's published run."""
 
     def __init__(self, data_root: str | os.PathLike, source: str, date: str) -> None:
         self.root = Path(data_root)
+        self.root_real = _real(os.fsencode(os.path.abspath(data_root)))
         self.source = source
         self.date = date
         self.base = index_dir(data_root, source)
@@ -316,8 +341,13 @@ class ArchiveIndex:
             except (OSError, ValueError):
                 continue
             if isinstance(doc, dict) and self._valid(doc):
-                for a in doc.get("archives") or []:
-                    yield doc["date"], a
+                yield from doc.get("archives") or []
+
+    def _path(self, rel_hex: str) -> bytes | None:
+        """The archive's path under this data root, if it stays inside it."""
+        path = os.path.join(self.root_real, bytes.fromhex(rel_hex))
+        real = _real(path)
+        return real if real.startswith(self.root_real + b"/") else None
 
     def size_seen(self, size: int) -> bool:
         return (self.base / f"size={size}").is_dir()
@@ -325,29 +355,69 @@ class ArchiveIndex:
     def find(self, size: int, sha: str) -> str | None:
         """The earlier published archive with these bytes, if any (its shown name)."""
         base = self.base / f"size={size}"
-        for _date, a in self._entries(base / f"sha256={sha}"):
+        for a in self._entries(base / f"sha256={sha}"):
             return a["file"]
-        for _date, a in self._entries(base / UNHASHED):
+        for a in self._entries(base / UNHASHED):
             try:
-                if file_sha256(bytes.fromhex(a["path_hex"])) == sha:
+                path = self._path(a["rel_hex"])
+                if path is not None and file_sha256(path) == sha:
                     return a["file"]
             except (OSError, ValueError, KeyError, TypeError):
                 continue
         return None
 
-    def record(self, archives: list[Entry], run_id: str) -> None:
-        """Write tonight's archives under this run (inert until the run's night is published)."""
+    def covered(self, date: str, run_id: str) -> bool:
+        return (self.base / "nights" / f"{date}.{run_id}").exists()
+
+    def record(self, date: str, run_id: str, archives: list[dict]) -> None:
+        """Enter a published night's archives (``night_archives`` rows) under its run."""
         groups: dict[Path, list[dict]] = {}
         for a in archives:
-            sub = f"sha256={a.sha256}" if a.sha256 else UNHASHED
-            groups.setdefault(self.base / f"size={a.size}" / sub, []).append(
-                {"file": a.file, "path_hex": a.path_hex})
+            sub = f"sha256={a['sha256']}" if a.get("sha256") else UNHASHED
+            groups.setdefault(self.base / f"size={a['size']}" / sub, []).append(
+                {"file": a["file"], "rel_hex": a["rel_hex"]})
         for folder, items in groups.items():
-            folder.mkdir(parents=True, exist_ok=True)
-            target = folder / f"{self.date}.{run_id}.json"
-            tmp = folder / f".{target.name}.tmp"
-            tmp.write_text(json.dumps({"date": self.date, "run_id": run_id, "archives": items}))
-            tmp.replace(target)
+            _write_json(folder / f"{date}.{run_id}.json", {"date": date, "run_id": run_id, "archives": items})
+        marker = self.base / "nights" / f"{date}.{run_id}"
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.touch()
+
+    def heal(self, date: str) -> None:
+        """Enter the published night ``date`` if a publish ended before it was entered."""
+        run = published_run(self.root, self.source, date)
+        if run is None or self.covered(date, run):
+            return
+        path = self.root / "state" / self.source / date / ARCHIVES_DIR / ARCHIVES_FILE
+        try:
+            archives = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return
+        self.record(date, run, archives)
+
+
+def _write_json(path: Path, doc) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}.tmp"
+    tmp.write_text(json.dumps(doc))
+    tmp.replace(path)
+
+
+def stage_night_archives(run_dir: Path, source: str, archives: list[dict], data_root) -> None:
+    """The night's archive list into the run's state (published with the night's state)."""
+    _write_json(Path(run_dir) / "state" / ARCHIVES_DIR / f"source={source}" / ARCHIVES_FILE,
+                night_archives(archives, data_root))
+
+
+def record_published(data_root: str | os.PathLike, manifest: dict, sources: list[str] | None = None) -> None:
+    """After a publish: enter the published nights' archives into their sources' indexes."""
+    for s in manifest["sources"]:
+        if sources and s["name"] not in sources:
+            continue
+        run = published_run(data_root, s["name"], manifest["date"])
+        if run is None:
+            continue
+        ArchiveIndex(data_root, s["name"], manifest["date"]).record(
+            manifest["date"], run, night_archives(s["archives"], data_root))
 
 
 def find_duplicates(entries: list[Entry], index: ArchiveIndex | None) -> None:

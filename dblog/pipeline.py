@@ -15,6 +15,7 @@ from pathlib import Path
 
 from .config import load_config
 from .decode import decode_stage
+from .landing import record_published
 from .order import load_summary, order_stage
 from .paths import DataRoot, new_run_id, safe_run_id
 from .publish import PublishError, publish
@@ -66,8 +67,10 @@ def validate_night(spark, run_dir: Path):
 
 def publish_night(run_dir: Path, only_sources: list[str] | None = None) -> Path:
     manifest = load_manifest(run_dir)
-    return publish(DataRoot.of(manifest["data_root"]), manifest, run_dir, load_summary(run_dir),
-                   only_sources)
+    version = publish(DataRoot.of(manifest["data_root"]), manifest, run_dir, load_summary(run_dir),
+                      only_sources)
+    record_published(manifest["data_root"], manifest, only_sources)
+    return version
 
 
 def run_night(date: str, config: str | None = None, data_root: str | None = None,
@@ -164,12 +167,13 @@ def stage_source_part(date: str, source: str, run_dir: Path, config: str | None 
     run_dir = Path(run_dir)
     root = DataRoot(run_dir.parent.parent)
     part_id = f"{run_dir.name}/{PARTS_DIR}/{source}"
-    stage(cfg, cfg.select([source]), root, date, part_id, accept_loss, index_run_id=run_dir.name)
+    stage(cfg, cfg.select([source]), root, date, part_id, accept_loss)
     return root.staging(part_id)
 
 
 def merge_stage_parts(run_dir: Path, sources: list[str]) -> dict:
     """Merge the per-source parts into ``<run_dir>/manifest.json`` (in the order given)."""
+    from .order import STATE
     from .stage import MANIFEST
 
     run_dir = Path(run_dir)
@@ -187,6 +191,13 @@ def merge_stage_parts(run_dir: Path, sources: list[str]) -> dict:
     tmp = run_dir / (MANIFEST + ".tmp")
     tmp.write_text(json.dumps(manifest, indent=1))
     tmp.replace(run_dir / MANIFEST)
+    # each part's list of archives joins the run's state (published with the night)
+    import shutil
+
+    for s in sources:
+        part_state = run_dir / PARTS_DIR / s / STATE
+        if part_state.is_dir():
+            shutil.copytree(part_state, run_dir / STATE, dirs_exist_ok=True)
     return manifest
 
 

@@ -36,6 +36,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .order import AUDIT, CHANGES, QUARANTINE, STATE, TRANSACTIONS
+from .landing import ARCHIVES_DIR
 from .paths import DataRoot
 from .stage import CARRY_DIR, HELD_DIR, SEQ_FILE, state_dates
 
@@ -181,7 +182,7 @@ def publish(root: DataRoot, manifest: dict, run_dir: Path, summary: dict,
         for s in sorted(sources):
             new_state = _fresh(run_dir / STATE / "publish" / s)
             new_state.mkdir(parents=True)
-            for sub in (HELD_DIR, CARRY_DIR):
+            for sub in (HELD_DIR, CARRY_DIR, ARCHIVES_DIR):
                 staged = run_dir / STATE / sub / f"source={s}"
                 if staged.is_dir():
                     _link_tree(staged, new_state / sub)

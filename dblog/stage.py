@@ -15,7 +15,8 @@ from pathlib import Path, PurePosixPath
 from decoders import get as get_format
 
 from .config import Config, Source
-from .landing import ARCHIVE, ArchiveIndex, Entry, accepted, find_duplicates, scan
+from .landing import (ARCHIVE, ArchiveIndex, Entry, accepted, find_duplicates, scan,
+                      stage_night_archives)
 from .paths import DataRoot, check_date
 
 MANIFEST = "manifest.json"
@@ -65,34 +66,37 @@ def landing_entries(root: DataRoot, fmt, source: str, date: str, accept_loss=())
     archives = [e for e in entries if e.status == ARCHIVE]
     archives.sort(key=lambda e: fmt.archive_sort_key(PurePosixPath(e.file).name))
     others = [e for e in entries if e.status != ARCHIVE]
-    find_duplicates(archives, ArchiveIndex(root.root, source, date))
+    index = ArchiveIndex(root.root, source, date)
+    prev = previous_state(root, source, date)
+    if prev is not None:
+        index.heal(prev.name)
+    find_duplicates(archives, index)
     for e in archives:
         e.accept_loss = e.status == ARCHIVE and accepted(e.file, accept_loss)
     return archives + others
 
 
 def stage(config: Config, sources: list[Source], root: DataRoot, date: str, run_id: str,
-          accept_loss: list[str] | tuple[str, ...] = (), index_run_id: str | None = None) -> dict:
-    """Write the run's manifest. ``accept_loss``: shell patterns of archive names whose loss
-    (unreadable, decoder crash) the operator accepts. ``index_run_id``: the run the night
-    publishes as, when this is a part of it (the DAG stages each source apart)."""
+          accept_loss: list[str] | tuple[str, ...] = ()) -> dict:
+    """Write the run's manifest (and each source's list of archives into the run's state).
+    ``accept_loss``: shell patterns of archive names whose loss (unreadable, decoder crash)
+    the operator accepts."""
     check_date(date)
     run_dir = root.staging(run_id)
     run_dir.mkdir(parents=True, exist_ok=True)
     accept_loss = [str(p) for p in accept_loss]
     entries_out = []
-    indexes = []
     for src in sources:
         catalog = src.catalog()
         fmt = get_format(src.format)
         entries = landing_entries(root, fmt, src.name, date, accept_loss)
-        archives = [e for e in entries if e.status == ARCHIVE]
-        indexes.append((ArchiveIndex(root.root, src.name, date), archives))
+        archives = [e.to_json() for e in entries if e.status == ARCHIVE]
+        stage_night_archives(run_dir, src.name, archives, root.root)
         prev = previous_state(root, src.name, date)
         entries_out.append({
             **src.to_json(),
             "catalog": catalog.to_json(),
-            "archives": [e.to_json() for e in archives],
+            "archives": archives,
             "landing": [e.to_json() for e in entries if e.status != ARCHIVE],
             "prev_state": str(prev) if prev else None,
             "prev_held": str(prev / HELD_DIR) if prev and (prev / HELD_DIR).is_dir() else None,
@@ -104,8 +108,6 @@ def stage(config: Config, sources: list[Source], root: DataRoot, date: str, run_
     tmp = run_dir / (MANIFEST + ".tmp")
     tmp.write_text(json.dumps(manifest, indent=1))
     tmp.replace(run_dir / MANIFEST)
-    for index, archives in indexes:
-        index.record(archives, index_run_id or run_id)
     return manifest
 
 

@@ -9,7 +9,7 @@ import os
 import pytest
 
 from dblog.landing import (ARCHIVE, DUPLICATE, IGNORED, REFUSED, ArchiveChanged, ArchiveIndex,
-                           display_name, find_duplicates, read_archive, scan)
+                           display_name, find_duplicates, read_archive, record_published, scan)
 
 SRC, DATE = "pos_solid", "2026-11-01"
 
@@ -123,19 +123,25 @@ def test_read_archive_refuses_a_file_swapped_after_staging(tmp_path):
         read_archive(entry, str(root))
 
 
-def publish_night_state(root, date, run_id, source=SRC):
-    """What a published night leaves in state/ (the run id the index trusts)."""
+def publish_night_state(root, date, run_id, source=SRC, archives=None):
+    """What a published night leaves in state/ (the run id the index trusts), then the
+    index entries ``record_published`` writes after the publish."""
     d = root / "state" / source / date
     d.mkdir(parents=True, exist_ok=True)
     (d / "seq.json").write_text(json.dumps({"last_commit_seq": 0, "run_id": run_id, "date": date}))
+    if archives is not None:
+        record_published(root, {"date": date, "sources": [{"name": source, "archives": archives}]})
 
 
-def stage_like(root, date, run_id):
+def stage_like(root, date):
+    """The stage's part: tonight's archives told apart from duplicates (as manifest rows)."""
     entries = [e for e in scan(root, SRC, date) if e.status == ARCHIVE]
-    index = ArchiveIndex(root, SRC, date)
-    find_duplicates(entries, index)
-    index.record([e for e in entries if e.status == ARCHIVE], run_id)
-    return by_file(entries)
+    find_duplicates(entries, ArchiveIndex(root, SRC, date))
+    return {e.file: e for e in entries}
+
+
+def archives_of(got):
+    return [e.to_json() for e in got.values() if e.status == ARCHIVE]
 
 
 def test_duplicates_tonight_and_on_earlier_published_nights(tmp_path):
@@ -145,27 +151,62 @@ def test_duplicates_tonight_and_on_earlier_published_nights(tmp_path):
     (n1 / "b.csv").write_bytes(b"other!!!!!")         # same size, other bytes
     (n1 / "c.csv").write_bytes(b"same bytes")         # repeats a.csv tonight
     (n1 / "d.csv").write_bytes(b"unique size here")
-    got = stage_like(root, "2026-11-01", "run1")
+    got = stage_like(root, "2026-11-01")
     assert {k.rsplit("/", 1)[1]: (e.status, e.duplicate_of) for k, e in got.items()} == {
         "a.csv": (ARCHIVE, None), "b.csv": (ARCHIVE, None),
         "c.csv": (DUPLICATE, "pos_solid/2026-11-01/a.csv"), "d.csv": (ARCHIVE, None)}
     assert got["pos_solid/2026-11-01/d.csv"].sha256 is None     # no other file of its size
+    night1 = archives_of(got)
     n2 = night(root, date="2026-11-02")
-    (n2 / "x.csv").write_bytes(b"unique size here")    # repeats d.csv (recorded unhashed)
+    (n2 / "x.csv").write_bytes(b"unique size here")    # repeats d.csv (entered unhashed)
     (n2 / "y.csv").write_bytes(b"same bytes")          # repeats a.csv
     (n2 / "z.csv").write_bytes(b"new bytes!")
-    # night 1 not published (yet): nothing of it counts
-    assert all(e.status == ARCHIVE for e in stage_like(root, "2026-11-02", "run2").values())
-    publish_night_state(root, "2026-11-01", "run1")
-    got = stage_like(root, "2026-11-02", "run3")
+    # night 1 not published: nothing of it counts
+    assert all(e.status == ARCHIVE for e in stage_like(root, "2026-11-02").values())
+    publish_night_state(root, "2026-11-01", "run1", archives=night1)
+    got = stage_like(root, "2026-11-02")
     assert {k.rsplit("/", 1)[1]: e.duplicate_of for k, e in got.items()} == {
         "x.csv": "pos_solid/2026-11-01/d.csv", "y.csv": "pos_solid/2026-11-01/a.csv", "z.csv": None}
-    # a rerun of night 1 by another run: its own earlier entries do not count against it
-    assert stage_like(root, "2026-11-01", "run4")["pos_solid/2026-11-01/a.csv"].status == ARCHIVE
-    # once the rerun is the published one, the first run's entries are inert
+    # a rerun of night 1: its own entries do not count against it
+    assert stage_like(root, "2026-11-01")["pos_solid/2026-11-01/a.csv"].status == ARCHIVE
+    # another run republished night 1: the first run's entries are inert until it is entered
     publish_night_state(root, "2026-11-01", "run4")
-    assert stage_like(root, "2026-11-02", "run5")["pos_solid/2026-11-02/y.csv"].duplicate_of \
+    assert all(e.status == ARCHIVE for e in stage_like(root, "2026-11-02").values())
+    record_published(root, {"date": "2026-11-01", "sources": [{"name": SRC, "archives": night1}]})
+    assert stage_like(root, "2026-11-02")["pos_solid/2026-11-02/y.csv"].duplicate_of \
         == "pos_solid/2026-11-01/a.csv"
+
+
+def test_a_published_night_not_yet_entered_is_healed_by_the_next_stage(tmp_path):
+    from dblog.landing import ARCHIVES_DIR, ARCHIVES_FILE, night_archives
+
+    root = tmp_path / "data"
+    n1 = night(root, date="2026-11-01")
+    (n1 / "a.csv").write_bytes(b"AAAA")
+    night1 = archives_of(stage_like(root, "2026-11-01"))
+    publish_night_state(root, "2026-11-01", "run1")      # published, index not written
+    state = root / "state" / SRC / "2026-11-01" / ARCHIVES_DIR
+    state.mkdir(parents=True)
+    (state / ARCHIVES_FILE).write_text(json.dumps(night_archives(night1, root)))
+    (night(root, date="2026-11-02") / "b.csv").write_bytes(b"AAAA")
+    index = ArchiveIndex(root, SRC, "2026-11-02")
+    assert not index.size_seen(4)
+    index.heal("2026-11-01")
+    assert index.covered("2026-11-01", "run1") and index.size_seen(4)
+    assert stage_like(root, "2026-11-02")["pos_solid/2026-11-02/b.csv"].duplicate_of == "pos_solid/2026-11-01/a.csv"
+
+
+def test_index_follows_the_data_root_when_it_is_copied(tmp_path):
+    import shutil
+
+    root = tmp_path / "data"
+    (night(root, date="2026-11-01") / "a.csv").write_bytes(b"AAAA")
+    publish_night_state(root, "2026-11-01", "run1", archives=archives_of(stage_like(root, "2026-11-01")))
+    copy = tmp_path / "copy"
+    shutil.copytree(root, copy, symlinks=True)
+    shutil.rmtree(root)                        # the index must not reach for the old root
+    (night(copy, date="2026-11-02") / "b.csv").write_bytes(b"AAAA")
+    assert stage_like(copy, "2026-11-02")["pos_solid/2026-11-02/b.csv"].duplicate_of == "pos_solid/2026-11-01/a.csv"
 
 
 def test_index_lookup_does_not_read_other_sizes(tmp_path):
@@ -175,9 +216,8 @@ def test_index_lookup_does_not_read_other_sizes(tmp_path):
         date = f"2026-11-{day:02d}"
         n = night(root, date=date)
         (n / "a.csv").write_bytes(b"x" * day)          # a new size every night
-        stage_like(root, date, f"r{day}")
-        publish_night_state(root, date, f"r{day}")
-    sizes = sorted(p.name for p in (root / "state" / SRC / "archive_index").iterdir())
+        publish_night_state(root, date, f"r{day}", archives=archives_of(stage_like(root, date)))
+    sizes = sorted(p.name for p in (root / "state" / SRC / "archive_index").glob("size=*"))
     assert len(sizes) == 20
     index = ArchiveIndex(root, SRC, "2026-12-01")
     assert not index.size_seen(21) and index.size_seen(7)
