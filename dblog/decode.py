@@ -1,14 +1,24 @@
 """Decode stage: archives -> decoded events (one row per record read), in Spark.
 
-The driver builds one small *work unit* per archive (per source for sequential formats)
-from the manifest; executors read the archive bytes themselves (``pyarrow.fs``: local
-paths, shared file systems and object stores alike) and decode them with ``mapInArrow``,
-so nothing but file names passes through the driver.
+The driver builds small *work units* from the manifest: one per byte range of an archive
+(one per archive below the split size; per source for sequential formats); executors read
+the bytes themselves (``pyarrow.fs``: local paths, shared file systems and object stores
+alike) and decode them with ``mapInArrow``, so nothing but file names and offsets passes
+through the driver.
+
+**Ranges, not files.** An archive bigger than the split size (``DBLOG_SPLIT_BYTES``, default
+32 MiB: a task decodes in seconds) of a format that can split (its package exports
+``split``) is first framed by one Spark task, which returns byte ranges cut at record
+boundaries where decoding can start on its own (``decoders/framing.py``); each range is then
+a work unit of its own, so one big archive decodes on every core. Only the ranges (a few
+numbers per 32 MiB) come back to the driver. Offsets and record indexes stay relative to the
+archive, so accounting, quarantine and positions do not change with the split.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import traceback
 from pathlib import Path
 from typing import Iterator
@@ -24,9 +34,32 @@ from .landing import read_archive
 
 EVENTS_DIR = "events"
 UNIT_SCHEMA = "unit_id INT, payload STRING"
+RANGE_SCHEMA = "unit_id INT, ranges STRING"
+SPLIT_ENV = "DBLOG_SPLIT_BYTES"
+DEFAULT_SPLIT_BYTES = 32 << 20
 
 
-def work_units(manifest: dict) -> list[dict]:
+def split_bytes() -> int:
+    """The split size: archives above it are decoded in ranges of about this size."""
+    text = os.environ.get(SPLIT_ENV, "")
+    try:
+        value = int(text) if text else DEFAULT_SPLIT_BYTES
+    except ValueError:
+        raise ValueError(f"{SPLIT_ENV} must be a number of bytes, got {text!r}") from None
+    if value < 1:
+        raise ValueError(f"{SPLIT_ENV} must be positive, got {value}")
+    return value
+
+
+def _splittable(src: dict, archive: dict, target: int) -> bool:
+    fmt = get_format(src["format"])
+    return (not fmt.SEQUENTIAL and hasattr(fmt, "split") and archive["size"] > target)
+
+
+def work_units(manifest: dict, ranges: dict | None = None) -> list[dict]:
+    """The decode tasks of a night: per archive, or per range of an archive when ``ranges``
+    (``(source, file) -> [range, ...]``, from ``plan_ranges``) has it."""
+    ranges = ranges or {}
     units = []
     for src in manifest["sources"]:
         fmt = get_format(src["format"])
@@ -36,12 +69,78 @@ def work_units(manifest: dict) -> list[dict]:
             if src["archives"] or src["carry"]:
                 units.append({**common, "archives": src["archives"], "carry": src["carry"],
                               "emit_carry": True})
-        else:
-            for a in src["archives"]:
-                units.append({**common, "archives": [a], "carry": None, "emit_carry": False})
-    # big archives first, so that the longest tasks start first
-    units.sort(key=lambda u: -sum(a["size"] for a in u["archives"]))
+            continue
+        for a in src["archives"]:
+            for r in ranges.get((src["name"], a["file"]), [None]):
+                unit = {**common, "archives": [a], "carry": None, "emit_carry": False}
+                if r is not None:
+                    unit["range"] = r
+                units.append(unit)
+    # big work first, so that the longest tasks start first
+    units.sort(key=lambda u: -_unit_bytes(u))
     return units
+
+
+def _unit_bytes(unit: dict) -> int:
+    r = unit.get("range")
+    return r["end"] - r["start"] if r else sum(a["size"] for a in unit["archives"])
+
+
+def split_archive(unit: dict, target: int) -> list[dict]:
+    """Frame one archive and return its ranges (one task of the planning job)."""
+    fmt = get_format(unit["format"])
+    archive = unit["archives"][0]
+    catalog = parse_catalog(unit["catalog"], f"<catalog of {unit['name']}>")
+    ctx = DecodeContext(unit["name"], unit["format"], catalog, archive["file"],
+                        unit.get("options") or {}, unit.get("timezone") or "UTC")
+    try:
+        data = read_bytes(archive, data_root=unit.get("data_root"))
+        ranges = fmt.split(data, ctx, target)
+    except Exception:  # noqa: BLE001 - an archive that cannot be framed decodes whole
+        return [{"start": 0, "end": archive["size"], "index": 0}]
+    if not ranges or ranges[0]["start"] != 0 or ranges[-1]["end"] != len(data) or any(
+            a["end"] != b["start"] for a, b in zip(ranges, ranges[1:])):
+        return [{"start": 0, "end": len(data), "index": 0}]
+    return ranges
+
+
+def _split_partition(target: int):
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            ids, out = [], []
+            for uid, payload in zip(batch.column("unit_id").to_pylist(),
+                                    batch.column("payload").to_pylist()):
+                ids.append(uid)
+                out.append(json.dumps(split_archive(json.loads(payload), target)))
+            yield pa.RecordBatch.from_arrays([pa.array(ids, pa.int32()), pa.array(out)],
+                                             names=["unit_id", "ranges"])
+    return run
+
+
+def plan_ranges(spark, manifest: dict, target: int | None = None) -> dict:
+    """``(source, file) -> ranges`` of every archive worth splitting (one Spark task each;
+    only the ranges come back to the driver)."""
+    target = split_bytes() if target is None else target
+    big = []
+    for src in manifest["sources"]:
+        common = {k: src[k] for k in ("name", "format", "timezone", "options", "catalog")}
+        common["data_root"] = manifest.get("data_root")
+        for a in src["archives"]:
+            if _splittable(src, a, target):
+                big.append({**common, "archives": [a]})
+    if not big:
+        return {}
+    rows = [(i, json.dumps(u)) for i, u in enumerate(big)]
+    df = spark.createDataFrame(spark.sparkContext.parallelize(rows, numSlices=len(rows)),
+                               UNIT_SCHEMA)
+    got = df.mapInArrow(_split_partition(target), RANGE_SCHEMA).collect()
+    out = {}
+    for row in got:
+        u = big[row["unit_id"]]
+        ranges = json.loads(row["ranges"])
+        if len(ranges) > 1:
+            out[(u["name"], u["archives"][0]["file"])] = ranges
+    return out
 
 
 # error classes of an archive lost whole: all its bytes are quarantined, and the source's
@@ -49,15 +148,20 @@ def work_units(manifest: dict) -> list[dict]:
 LOST_CLASSES = ("unreadable", "decoder_error")
 
 
-def read_bytes(archive: dict | str, data_root: str | None = None) -> bytes:
+def read_bytes(archive: dict | str, start: int = 0, end: int | None = None,
+               data_root: str | None = None) -> bytes:
     """The bytes of a staged archive (a manifest entry: read by its real bytes path, checked
-    against the data root and the staged size) or of a path or URI. ``OSError`` if not."""
-    return read_archive(archive, data_root)
+    against the data root and the staged size), ``[start, end)`` of it for a range, or of a
+    path or URI. ``OSError`` if not (``landing.read_archive``)."""
+    return read_archive(archive, data_root, start, end)
 
 
-def _lost(sink: EventSink, archive: dict, error_class: str, message: str, raw: bytes | None = None) -> None:
-    """The archive is lost whole: one quarantine row standing for all its bytes."""
-    sink.add("quarantine", 0, 0, 0, error_class=error_class, n_bytes=int(archive.get("size") or 0),
+def _lost(sink: EventSink, archive: dict, error_class: str, message: str, raw: bytes | None = None,
+          start: int = 0, index: int = 0, span: int | None = None) -> None:
+    """The archive (or its range ``start``, ``span`` bytes) is lost whole: one quarantine row
+    standing for all its bytes (and no record: how many there were is not known)."""
+    span = int(archive.get("size") or 0) if span is None else span
+    sink.add("quarantine", start, index, 0, error_class=error_class, n_bytes=span,
              message=(message + (" (loss accepted by the operator)" if archive.get("accept_loss") else
                                  "; the source's night fails unless the loss is accepted "
                                  "(dblog run --accept-loss)"))[:1000],
@@ -65,30 +169,38 @@ def _lost(sink: EventSink, archive: dict, error_class: str, message: str, raw: b
 
 
 def decode_unit(unit: dict) -> Iterator[pa.RecordBatch]:
-    """Decode the archives of one unit, in order, passing the carry along."""
+    """Decode the archives of one unit (or one byte range of an archive), in order, passing
+    the carry along."""
     fmt = get_format(unit["format"])
     catalog = parse_catalog(unit["catalog"], f"<catalog of {unit['name']}>")
     carry = unit.get("carry")
+    rng = unit.get("range")
     for archive in unit["archives"]:
         sink = EventSink(unit["name"], unit["format"], archive["file"])
+        start, end = (rng["start"], rng["end"]) if rng else (0, None)
+        first = rng["index"] if rng else 0
+        span = (end - start) if rng else archive["size"]
         ctx = DecodeContext(unit["name"], unit["format"], catalog, archive["file"],
-                            unit.get("options") or {}, unit.get("timezone") or "UTC", carry)
+                            unit.get("options") or {}, unit.get("timezone") or "UTC", carry,
+                            offset=start, index=first, line=rng.get("line", 0) if rng else 0,
+                            split=rng.get("split") if rng else None)
+        what = archive["file"] + (f" bytes {start}..{end}" if rng else "")
         try:
-            data = read_bytes(archive, unit.get("data_root"))
+            data = read_bytes(archive, start, end, unit.get("data_root"))
         except (OSError, ValueError) as exc:
             _lost(sink, archive, "unreadable",
-                  f"{archive['file']}: cannot read the archive, all {archive.get('size', 0)} bytes "
-                  f"quarantined: {exc}")
+                  f"{what}: cannot read the archive, all {span} bytes quarantined: {exc}",
+                  start=start, index=first, span=span)
             yield from sink.batches()
             continue
         try:
             carry = fmt.decode(data, ctx, sink)
-        except Exception as exc:  # a decoder bug must not stop the night: quarantine the archive
+        except Exception as exc:  # a decoder bug must not stop the night: quarantine the bytes
             sink = EventSink(unit["name"], unit["format"], archive["file"])
             tb = traceback.format_exception_only(type(exc), exc)[-1].strip()
             _lost(sink, archive, "decoder_error",
-                  f"{archive['file']}: decoder failed, whole archive ({len(data)} bytes) "
-                  f"quarantined: {tb}", data)
+                  f"{what}: decoder failed, whole {'range' if rng else 'archive'} ({len(data)} bytes) "
+                  f"quarantined: {tb}", data, start=start, index=first, span=len(data))
         yield from sink.batches()
     if unit.get("emit_carry"):
         sink = EventSink(unit["name"], unit["format"],
@@ -112,7 +224,7 @@ def _decode_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBa
 
 def decode_stage(spark, manifest: dict, run_dir: Path) -> str:
     """Decode every archive of the manifest into ``<run_dir>/events`` (Parquet)."""
-    units = work_units(manifest)
+    units = work_units(manifest, plan_ranges(spark, manifest))
     out = str(Path(run_dir) / EVENTS_DIR)
     rows = [(i, json.dumps(u)) for i, u in enumerate(units)]
     if rows:

@@ -227,20 +227,26 @@ def archive_path(archive: dict | str) -> bytes | str:
     return archive
 
 
-def read_archive(archive: dict | str, data_root: str | None = None) -> bytes:
-    """The bytes of a staged archive, read by its real bytes path.
+def read_archive(archive: dict | str, data_root: str | None = None, start: int = 0,
+                 end: int | None = None) -> bytes:
+    """The bytes of a staged archive (``[start, end)`` of them for a range), read by its real
+    bytes path.
 
     With ``data_root``, the path must still resolve inside it, and it is opened without
     following a link on its last part (a link swapped in after the stage is not followed).
-    The size (and the SHA-256 when the stage computed one) must be the staged ones.
-    Raises ``OSError`` (``ArchiveChanged`` for the checks) on anything else."""
+    The file's size (and, read whole, its SHA-256 when the stage computed one) must be the
+    staged ones. Raises ``OSError`` (``ArchiveChanged`` for the checks) on anything else."""
     path = archive_path(archive)
+    whole = start == 0 and end is None
     if isinstance(path, str) and "://" in path:
         from pyarrow import fs as pafs
 
         filesystem, inner = pafs.FileSystem.from_uri(path)
-        with filesystem.open_input_stream(inner) as f:
-            data = f.readall()
+        with filesystem.open_input_file(inner) as f:
+            size = f.size()
+            stop = size if end is None else end
+            got = f.read_at(stop - start, start)
+            data = got if isinstance(got, bytes) else got.to_pybytes()
     else:
         path = os.fsencode(path)
         if data_root is not None:
@@ -252,14 +258,21 @@ def read_archive(archive: dict | str, data_root: str | None = None) -> bytes:
             path = real
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
         with os.fdopen(fd, "rb") as f:
-            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode):
                 raise ArchiveChanged(f"{display_name(path)} is no longer a regular file: not read")
-            data = f.read()
+            size = st.st_size
+            if whole:
+                data = f.read()
+                size = len(data)
+            else:
+                f.seek(start)
+                data = f.read((size if end is None else end) - start)
     if isinstance(archive, dict):
-        if "size" in archive and len(data) != archive["size"]:
-            raise ArchiveChanged(f"the archive changed after it was staged: {len(data)} bytes, "
+        if "size" in archive and size != archive["size"]:
+            raise ArchiveChanged(f"the archive changed after it was staged: {size} bytes, "
                                  f"staged {archive['size']}")
-        if archive.get("sha256") and hashlib.sha256(data).hexdigest() != archive["sha256"]:
+        if whole and archive.get("sha256") and hashlib.sha256(data).hexdigest() != archive["sha256"]:
             raise ArchiveChanged("the archive changed after it was staged: its SHA-256 differs")
     return data
 

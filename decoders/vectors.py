@@ -94,11 +94,9 @@ def text_from_flat(raw: np.ndarray, offsets: np.ndarray, encoding: str) -> tuple
         ok_byte = raw < 0x80
         out_bytes = raw
     # rows whose every byte maps to ASCII
-    if len(raw):
-        bad_bytes = np.add.reduceat((~ok_byte).astype(np.int64), np.minimum(offsets[:-1], len(raw) - 1))
-        bad_bytes = np.where(lengths > 0, bad_bytes, 0)
-    else:
-        bad_bytes = np.zeros(n, dtype=np.int64)
+    cum = np.zeros(len(raw) + 1, dtype=np.int64)
+    np.cumsum(~ok_byte, out=cum[1:])
+    bad_bytes = cum[offsets[1:]] - cum[offsets[:-1]]
     slow = bad_bytes > 0
     if not _ascii_compatible(encoding) and table is None:
         slow = lengths > 0                            # multi-byte, not ASCII-compatible: all slow

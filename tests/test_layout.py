@@ -169,6 +169,15 @@ def test_text_fast_and_slow_rows_equal_the_codec():
             assert (got, bool(b)) == (want, want is None), (enc, s)
 
 
+def test_text_rows_of_any_length_mix():
+    """Empty rows next to non-ASCII rows (a per-row sum that depended on clamped indexes)."""
+    buf = b"XX0\x80YY"
+    arr, bad = text(buf, [2, 4, 0, 4], [2, 0, 0, 2], "latin-1")
+    assert arr.to_pylist() == ["0\x80", "", "", "YY"] and not bad.any()
+    arr, bad = text(buf, [2, 4], [2, 0], "utf-8")
+    assert arr.to_pylist() == [None, ""] and bad.tolist() == [True, False]
+
+
 def test_text_fixed_keeps_padding():
     rows = np.frombuffer(b"ab  \x00d  ", np.uint8).reshape(2, 4)
     assert text_fixed(rows, "latin-1")[0].to_pylist() == ["ab  ", "\x00d  "]

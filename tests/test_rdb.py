@@ -37,7 +37,9 @@ def decode(data: bytes, catalog: Catalog = CATALOG, timezone: str = "Europe/Berl
     ctx = DecodeContext("fin_rdb", "rdb", catalog, archive, timezone=timezone)
     assert rdb.decode(data, ctx, sink) is None
     rows = sink.rows()
-    assert sink.records_read == sum(r["n_records"] for r in rows)
+    # every byte of the input is accounted for, once, in archive order
+    assert sum(r["n_bytes"] for r in rows) == len(data)
+    assert all(a["record_offset"] + a["n_bytes"] == b["record_offset"] for a, b in zip(rows, rows[1:]))
     assert all(r["n_records"] == 1 for r in rows)
     assert [r["record_index"] for r in rows] == list(range(len(rows)))
     return rows
@@ -77,19 +79,15 @@ def test_package_face():
 
 def test_layout_offsets_match_notes():
     """Offsets of NOTES.md section 3 (written out here, not computed by the layout)."""
-    def offsets(fields):
-        out, pos = {}, 0
-        for name, vendor, code in fields:
-            out[vendor] = pos
-            pos += struct.calcsize("<" + code)
-        return out, pos
+    def offsets(layout):
+        return {f.vendor: f.offset for f in layout.fields}, layout.size
 
-    row, size = offsets(L.ROW_HEADER_FIELDS)
+    row, size = offsets(L.ROW)
     assert size == 74 == L.ROW_HEADER.size
     assert row == {"ACTION": 0, "RELATION_NAME": 1, "RECORD_TYPE": 32, "DATA_LEN": 36,
                    "NBV_LEN": 38, "DBK": 40, "START_TAD": 48, "COMMIT_TAD": 56, "TSN": 64,
                    "RECORD_VERSION": 72}
-    com, size = offsets(L.COMMIT_HEADER_FIELDS)
+    com, size = offsets(L.COMMIT)
     assert size == 72 == L.COMMIT_HEADER.size
     assert com == {"ACTION": 0, "RELATION_NAME": 1, "RECORD_TYPE": 32, "DATA_LEN": 36,
                    "NBV_LEN": 38, "TID": 40, "PID": 44, "START_TAD": 48, "COMMIT_TAD": 56,
@@ -328,10 +326,11 @@ def kinds(rows):
 
 def test_data_len_past_end_of_file():
     bad = record(RATES, rate_row(), len_data=5000)
-    rows = decode(GOOD + bad + GOOD)       # the rest of the file is one row: no resync
-    assert kinds(rows) == [("change", None, 0), ("quarantine", "truncated", len(GOOD))]
+    rows = decode(GOOD + bad + GOOD)       # the damaged record costs only its own bytes
+    assert kinds(rows) == [("change", None, 0), ("quarantine", "truncated", len(GOOD)),
+                           ("change", None, len(GOOD) + len(bad))]
     assert "DATA_LEN" in rows[1]["message"] and "0x72" in rows[1]["message"]
-    assert rows[1]["raw_hex"] == (bad + GOOD)[:256].hex()
+    assert rows[1]["raw_hex"] == bad.hex() and rows[1]["n_bytes"] == len(bad)
 
 
 def test_null_bit_vector_past_end_of_file():
@@ -379,10 +378,12 @@ def test_unknown_relation():
     assert "NO_SUCH_TABLE" in rows[1]["message"] and "999" in rows[1]["message"]
 
 
-def test_unknown_action_quarantines_the_rest():
+def test_unknown_action_resyncs_at_the_next_record():
     rows = decode(GOOD + b"E" + GOOD[1:] + GOOD)
     assert kinds(rows) == [("change", None, 0),
-                           ("quarantine", "unknown_record_type", len(GOOD))]
+                           ("quarantine", "unknown_record_type", len(GOOD)),
+                           ("change", None, 2 * len(GOOD))]
+    assert rows[1]["n_bytes"] == len(GOOD) and rows[1]["record_index"] == 1
 
 
 def test_null_in_not_null_column():

@@ -43,6 +43,17 @@ Carry (JSON): ``{"version": 1, "uniqid": <last file>, "open": {"<xid>": {"trx": 
 "user": BEGIN user, "last": addr of the xid's last record (None: unknown), "undo": [positions
 a CLR may still compensate], "fold": {"owner", "after", "tbl", "row"} | None}}}``.
 
+How (issue 13): the text is split into lines once and parsed by column (``columns.py``:
+newline scan, line kinds by masks, record lines copied into one compact buffer and cut
+into tokens, numbers read as digit matrices, every documented column checked per record
+type); transactions, link chains, folds and CLR stacks are computed for all records at
+once (``chains.py``); rows go to the sink with ``add_columns``. A record line the columns
+cannot take (damage, non-ASCII, numbers wider than 16 hex / 9 decimal digits) and every
+record of its xid, and every record of an xid where the columns find what the rules
+quarantine (a broken link, an unknown table, a remainder without its change), go through
+the careful per-record machine below (``_Decoder``) instead; xids are independent, so both
+paths give the rows the per-record decoder gives (tests/test_informix_oracle.py).
+
 Other decisions: an xid that BEGINs again while still open starts a new transaction (the old
 one is never ended, its rows stay held); a BEGIN whose own columns are bad is quarantined
 but still opens its transaction; columns beyond the documented ones are ignored (kept on the
@@ -57,12 +68,18 @@ import posixpath
 from dataclasses import dataclass, field
 from zoneinfo import ZoneInfo
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from .. import codecs as C
 from ..base import DecodeContext, hexpos
 from ..catalog import Catalog
 from ..errors import BadValue, BrokenChain, Corrupt, DecodeError, NeedData, UnknownRecordType, \
     UnknownTable
 from ..events import EventSink
+from . import chains as CH
+from . import columns as COL
 from . import layout as L
 
 CARRY_VERSION = 1
@@ -506,22 +523,321 @@ _HANDLERS = {L.COMMIT: _Decoder.commit, L.ROLLBACK: _Decoder.rollback, L.CLR: _D
 def decode(data: bytes, ctx: DecodeContext, sink: EventSink) -> dict:
     """Decode one onlog text; returns the carry-out (the transactions still open)."""
     state = carry_in(ctx.carry)
-    units = split_units(data)
+    text = COL.Text(data)
     uniqid = uniqid_of(ctx.archive)
     if uniqid is None or uniqid > L.MAX_ADDR:
-        if units:  # no position can be given to anything: the file is one quarantine row
+        rec_lines = np.flatnonzero(text.kind == COL.LINE_RECORD)
+        if len(rec_lines):  # no position can be given to anything: the file is one quarantine row
+            line_no = int(rec_lines[0]) + 1
             err = Corrupt("archive name does not end in _<uniqid>.txt", path="archive name",
                           expected="..._<decimal uniqid>.txt", actual=ctx.archive[-60:])
-            err.located(archive=ctx.archive, path=f"line {units[0].line_no}", record_index=0)
-            sink.quarantine(err, units[0].line_no, 0, data, n_records=len(units))
+            err.located(archive=ctx.archive, path=f"line {line_no}", record_index=0)
+            sink.quarantine(err, line_no, 0, data, n_records=len(rec_lines))
         return dict(ctx.carry) if ctx.carry else {"version": CARRY_VERSION, "uniqid": None,
                                                   "open": {}}
-    dec = _Decoder(ctx, uniqid, state)
-    for index, unit in enumerate(units):
-        dec.record(unit, index)
-    for row in dec.rows:
-        if row.error is not None:
-            row.error.located(archive=ctx.archive)
-    dec.emit(sink)
+    recs = text.records()
+    out = _Columnar(ctx, uniqid, text, recs, state).run(sink)
     return {"version": CARRY_VERSION, "uniqid": uniqid,
-            "open": {str(xid): t.to_json() for xid, t in sorted(state.items())}}
+            "open": {str(xid): t for xid, t in sorted(out.items())}}
+
+
+# ----------------------------------------------------------------- the columnar path
+
+_EPOCH = _dt.datetime(1970, 1, 1)
+_US = 1_000_000
+
+
+def utc_micros(local_s: np.ndarray, zone: ZoneInfo) -> np.ndarray:
+    """Naive local times (seconds since 1970-01-01, as written) -> UTC microseconds, like
+    ``datetime.replace(tzinfo=zone).astimezone(utc)`` (fold 0). The offset is looked up once
+    per local hour; an hour whose first and last second differ in offset (a transition)
+    is converted value by value."""
+    local_s = np.asarray(local_s, dtype=np.int64)
+    if not len(local_s):
+        return local_s.copy()
+    hours, inv = np.unique(local_s // 3600, return_inverse=True)
+    off = np.zeros(len(hours), dtype=np.int64)
+    exact = np.ones(len(hours), dtype=bool)
+    for i, h in enumerate(hours.tolist()):
+        t0 = (_EPOCH + _dt.timedelta(hours=h)).replace(tzinfo=zone)
+        o0 = t0.utcoffset()
+        o1 = (t0 + _dt.timedelta(seconds=3599)).utcoffset()
+        if o0 == o1:
+            off[i] = int(o0.total_seconds())
+        else:
+            exact[i] = False
+    out = (local_s - off[inv.reshape(-1)]) * _US
+    for j in np.flatnonzero(~exact[inv.reshape(-1)]):
+        local = (_EPOCH + _dt.timedelta(seconds=int(local_s[j]))).replace(tzinfo=zone)
+        out[j] = int((local.astimezone(_dt.timezone.utc).replace(tzinfo=None) - _EPOCH)
+                     / _dt.timedelta(microseconds=1))
+    return out
+
+
+_KINDS = ("control", "begin", "commit", "abort", "undo", "change")
+K_CONTROL, K_BEGIN, K_COMMIT, K_ABORT, K_UNDO, K_CHANGE = range(len(_KINDS))
+_OPS = ("c", "d", "u", "t", "ddl")
+_OP_CODE = {op: i for i, op in enumerate(_OPS)}
+_HOME_OP = np.full(COL.N_TYPES, -1, dtype=np.int8)
+for _t, _op in L.HOME_OPS.items():
+    _HOME_OP[COL.TYPE_NAMES.index(_t)] = _OP_CODE[_op]
+_TYPE_RULES = tuple(t.lower() for t in COL.TYPE_NAMES)
+R_OUTSIDE, R_CLR_NONE, R_EARLIER = len(_TYPE_RULES), len(_TYPE_RULES) + 1, len(_TYPE_RULES) + 2
+_RULES = _TYPE_RULES + ("outside_transaction", "clr_without_work", "remainder_of_earlier_file")
+_T_BEGIN = COL.TYPE_NAMES.index(L.BEGIN)
+_T_COMMIT = COL.TYPE_NAMES.index(L.COMMIT)
+
+
+def _strings(values: pa.Array | list, idx: np.ndarray, valid: np.ndarray) -> pa.Array:
+    """``values[idx]`` where ``valid``, else null."""
+    if not isinstance(values, pa.Array):
+        values = pa.array(values, type=pa.string())
+    if not len(values):
+        return pa.nulls(len(idx), pa.string())
+    return pc.take(values, pa.array(np.where(valid, idx, 0), mask=~valid))
+
+
+class _Columnar:
+    """One onlog text decoded by column; xids the columns cannot take (damage, unknown
+    tables, ...) go record by record through ``_Decoder`` (xids are independent)."""
+
+    def __init__(self, ctx: DecodeContext, uniqid: int, text: COL.Text, recs: COL.Records,
+                 state: dict[int, _Trx]) -> None:
+        self.ctx, self.uniqid, self.text, self.recs, self.state = ctx, uniqid, text, recs, state
+        self.catalog: Catalog = ctx.catalog
+        self.zone = ZoneInfo(ctx.timezone or "UTC")
+
+    # -- helpers
+    def unit(self, i: int) -> Unit:
+        """Record i as the careful path's ``Unit`` (its line and the dump lines under it)."""
+        t = self.text
+        line = int(self.recs.lines[i])
+        dump = []
+        j = line + 1
+        while j < t.n_lines and t.kind[j] in (COL.LINE_BLANK, COL.LINE_DUMP):
+            if t.kind[j] == COL.LINE_DUMP:
+                dump.append(t.line(j))
+            j += 1
+        return Unit(line + 1, t.line(line), bool(t.complete[line]), dump)
+
+    def run(self, sink: EventSink) -> dict:
+        recs, uniqid = self.recs, self.uniqid
+        n = recs.n
+        fast = recs.fast.copy()
+        role = np.where(fast, CH.ROLE[np.maximum(recs.tcode, 0)], -1)
+        # tblspace and rowid of the records that have them (wider than 16 hex digits: careful)
+        tbl = np.zeros(n, dtype=np.uint64)
+        row = np.zeros(n, dtype=np.uint64)
+        hi = np.flatnonzero((role == CH.R_HOME) | (role == CH.R_REMAINDER) | (role == CH.R_DDL))
+        if len(hi):
+            tbl[hi], ok = recs.hex_column(L.N_HEADER, hi)
+            fast[hi[~ok]] = False
+            hr = hi[role[hi] != CH.R_DDL]
+            row[hr], ok = recs.hex_column(L.N_HEADER + 1, hr)
+            fast[hr[~ok]] = False
+        role[~fast] = -1
+        system = fast & (role == CH.R_SYSTEM)
+        # xids the careful path takes: those of any record the fast path cannot read
+        hard: set[int] = set()
+        for i in np.flatnonzero(~fast).tolist():
+            h: dict = {}
+            try:
+                parse_record(self.text.line(int(recs.lines[i])).decode("utf-8"), True, h)
+            except (DecodeError, UnicodeDecodeError):
+                pass
+            if h.get("xid") is not None and h.get("type") not in L.SYSTEM:
+                hard.add(int(h["xid"]))
+        xid = recs.xid.astype(np.int64)
+        cand = fast & ~system
+        if hard:
+            cand &= ~np.isin(xid, np.fromiter(hard, np.int64))
+        ci = np.flatnonzero(cand)
+        positions = COL.positions(uniqid, recs.addr)
+        carry_json = {x: t.to_json() for x, t in self.state.items()}
+        ch = CH.resolve(xid[ci], recs.tcode[ci], recs.addr[ci], recs.link[ci], tbl[ci], row[ci],
+                        carry_json, lambda j: positions[int(ci[j])].as_py())
+        anomaly = ch.anomaly.copy()
+        crole = role[ci]
+        # changes: tables from the catalog (a row change or truncate of an unknown table is
+        # quarantined by the careful path)
+        change = (ch.trx >= 0) & ~ch.folded & ((crole == CH.R_HOME) | (crole == CH.R_DDL))
+        tables = {}
+        for t in np.unique(tbl[ci[change]]).tolist():
+            tables[t] = self.catalog.table(format(t, "x"))
+        known_keys = np.array(sorted(t for t, v in tables.items() if v is not None), np.uint64)
+        known = np.isin(tbl[ci], known_keys) if len(known_keys) else np.zeros(len(ci), bool)
+        ddl_fields: dict[int, dict] = {}
+        for j in np.flatnonzero(change & (crole == CH.R_DDL)).tolist():
+            rec = parse_record(self.text.line(int(recs.lines[ci[j]])).decode("utf-8"))
+            op = L.DDL_OPS[rec.type]
+            table = tables.get(int(tbl[ci[j]]))
+            if table is not None:
+                schema, name = table.schema, table.name
+            elif op == "t":
+                anomaly[j] = True
+                continue
+            else:
+                printed = L.printed_table_name(rec.type, rec.values)
+                schema, name = L.split_table_name(printed) if printed else (None, None)
+            ddl_fields[j] = {"op": op, "schema": schema, "name": name,
+                             "ddl": L.ddl_text(rec.type, rec.values)}
+        anomaly |= change & (crole == CH.R_HOME) & ~known
+        if anomaly.any():
+            hard |= set(xid[ci[anomaly]].tolist())
+        if hard:
+            keep = ~np.isin(xid[ci], np.fromiter(hard, np.int64))
+        else:
+            keep = np.ones(len(ci), dtype=bool)
+
+        # --- the careful path: every record of a hard xid, and lines without an xid
+        careful = ~fast                      # stateless lines and records of hard xids
+        if hard:
+            careful |= np.isin(xid, np.fromiter(hard, np.int64)) & ~system
+        careful_idx = np.flatnonzero(careful).tolist()
+        dec = _Decoder(self.ctx, uniqid, {x: t for x, t in self.state.items() if x in hard})
+        for i in careful_idx:
+            dec.record(self.unit(i), i)
+        for r in dec.rows:
+            if r.error is not None:
+                r.error.located(archive=self.ctx.archive)
+
+        # --- rows of the columnar path
+        out_rows = keep & ~(ch.folded & (ch.owner >= 0))
+        cj = np.flatnonzero(out_rows)                    # into ci
+        sys_i = np.flatnonzero(system)
+        rows_i = np.concatenate((ci[cj], sys_i))
+        o = np.argsort(rows_i, kind="stable")
+        rows_i = rows_i[o]
+        cj_full = np.concatenate((cj, np.full(len(sys_i), -1)))[o]
+        is_sys = cj_full < 0
+        m = len(rows_i)
+        cjs = np.maximum(cj_full, 0)
+        trx = np.where(is_sys, -1, ch.trx[cjs]) if len(ci) else np.full(m, -1)
+        tcode = recs.tcode[rows_i]
+        rrole = role[rows_i]
+        kind = np.full(m, K_CONTROL, dtype=np.int8)
+        rule = np.full(m, -1, dtype=np.int64)
+        in_trx = trx >= 0
+        rule[is_sys] = tcode[is_sys]
+        rule[~is_sys & ~in_trx] = R_OUTSIDE
+        kind[in_trx & (rrole == CH.R_BEGIN)] = K_BEGIN
+        kind[in_trx & (rrole == CH.R_COMMIT)] = K_COMMIT
+        kind[in_trx & (rrole == CH.R_ROLLBACK)] = K_ABORT
+        clr = in_trx & (rrole == CH.R_CLR)
+        undo = ch.undo[cjs] if len(ci) else np.zeros(m, np.int64)
+        has_undo = clr & (undo != CH.NO_UNDO)
+        kind[has_undo] = K_UNDO
+        rule[clr & ~has_undo] = R_CLR_NONE
+        folded_early = in_trx & ch.folded[cjs] if len(ci) else np.zeros(m, bool)
+        rule[folded_early] = R_EARLIER
+        is_change = in_trx & ~folded_early & ((rrole == CH.R_HOME) | (rrole == CH.R_DDL))
+        kind[is_change] = K_CHANGE
+        other = in_trx & (kind == K_CONTROL) & (rule < 0)
+        rule[other] = tcode[other]
+        n_records = np.where(is_sys, 1, ch.n_records[cjs] if len(ci) else 1)
+
+        # trx ids and users: BEGINs of this file, then the transactions carried in
+        b_in = ci[ch.trx_begin] if len(ch.trx_begin) else np.zeros(0, np.int64)
+        trx_ids = pc.binary_join_element_wise(
+            pa.scalar(f"{uniqid}:"), COL.hex_text(recs.addr[b_in]), "") if len(b_in) \
+            else pa.array([], pa.string())
+        users = recs.rest_of_line(L.N_HEADER + 3, b_in) if len(b_in) else pa.array([], pa.string())
+        c_ids, c_users = [], []
+        for xv in ch.trx_xid[len(b_in):].tolist():
+            c = carry_json.get(int(xv))
+            c_ids.append(c["trx"] if c else None)
+            c_users.append(c.get("user") if c else None)
+        trx_ids = pa.concat_arrays([trx_ids.cast(pa.string()), pa.array(c_ids, pa.string())])
+        users = pa.concat_arrays([users.cast(pa.string()), pa.array(c_users, pa.string())])
+        t_idx = np.maximum(trx, 0)
+        pos = pc.take(positions, pa.array(rows_i))
+        fields: dict = {"position": pos}
+        fields["trx_id"] = _strings(trx_ids, t_idx, in_trx)
+        user_rows = (kind == K_BEGIN) | (kind == K_COMMIT)
+        fields["user"] = _strings(users, t_idx, user_rows)
+        fields["trx_end"] = _strings(["commit", "abort"], np.where(kind == K_ABORT, 1, 0),
+                                     (kind == K_COMMIT) | (kind == K_ABORT))
+        commit = kind == K_COMMIT
+        fields["commit_position"] = pc.if_else(pa.array(commit), pos, pa.scalar(None, pa.string()))
+        ts = np.zeros(m, dtype=np.int64)
+        cr = np.flatnonzero(commit)
+        if len(cr):
+            ts[cr] = utc_micros(recs.local_seconds(L.N_HEADER, rows_i[cr]), self.zone)
+        fields["commit_ts"] = pa.array(ts, pa.timestamp("us", tz="UTC"), mask=~commit)
+        # undo_of: a position of this file, or one carried in
+        u_own = undo if len(ci) else np.zeros(m, np.int64)
+        rec_own = has_undo & (u_own >= 0)
+        str_own = has_undo & (u_own < 0)
+        undo_of = _strings(positions, np.where(rec_own, ci[np.clip(u_own, 0, max(len(ci) - 1, 0))]
+                                               if len(ci) else 0, 0), rec_own)
+        if str_own.any():
+            undo_of = pc.if_else(pa.array(str_own),
+                                 _strings(ch.strings, -1 - np.minimum(u_own, -1), str_own), undo_of)
+        fields["undo_of"] = undo_of
+        # changes
+        home = is_change & (rrole == CH.R_HOME)
+        op = np.where(home, _HOME_OP[tcode], -1)
+        ddl_rows = np.flatnonzero(is_change & (rrole == CH.R_DDL))
+        schema = [None] * m
+        tname = [None] * m
+        ddl = [None] * m
+        for r in ddl_rows.tolist():
+            f = ddl_fields[int(cj_full[r])]
+            op[r] = _OP_CODE[f["op"]]
+            schema[r], tname[r], ddl[r] = f["schema"], f["name"], f["ddl"]
+        fields["op"] = _strings(list(_OPS), np.maximum(op, 0), op >= 0)
+        fields["trx_order"] = pc.if_else(pa.array(is_change), pos, pa.scalar(None, pa.string()))
+        tb = tbl[rows_i]
+        fields["table_id"] = pc.if_else(pa.array(is_change), COL.hex_text(tb),
+                                        pa.scalar(None, pa.string()))
+        fields["row_id"] = pc.if_else(pa.array(home), COL.hex_text(row[rows_i]),
+                                      pa.scalar(None, pa.string()))
+        t_keys = sorted(tables)
+        t_code = np.searchsorted(np.array(t_keys, dtype=np.uint64), tb) if t_keys else np.zeros(m, np.int64)
+        t_code = np.minimum(t_code, max(len(t_keys) - 1, 0))
+        t_schema = [tables[k].schema if tables[k] else None for k in t_keys]
+        t_name = [tables[k].name if tables[k] else None for k in t_keys]
+        sch = _strings(t_schema, t_code, home)
+        nam = _strings(t_name, t_code, home)
+        if len(ddl_rows):
+            sch = pc.if_else(pa.array(home), sch, pa.array(schema, pa.string()))
+            nam = pc.if_else(pa.array(home), nam, pa.array(tname, pa.string()))
+        fields["schema_name"], fields["table_name"] = sch, nam
+        fields["ddl"] = pa.array(ddl, pa.string()) if len(ddl_rows) else None
+        fields["rule"] = _strings(list(_RULES), np.maximum(rule, 0), rule >= 0)
+
+        # --- bytes: every row from its line's start to the next row's line start
+        line_of_rows = np.concatenate((recs.lines[rows_i],
+                                       np.array([r.offset - 1 for r in dec.rows], dtype=np.int64)))
+        starts = self.text.starts[line_of_rows] if len(line_of_rows) else line_of_rows
+        so = np.argsort(starts, kind="stable")
+        nxt = np.empty(len(starts), dtype=np.int64)
+        if len(starts):
+            ss = starts[so]
+            nb_sorted = np.append(ss[1:], self.text.size) - ss
+            nb_sorted[0] += ss[0]
+            nxt[so] = nb_sorted
+        sink.add_columns(pa.array(_KINDS).take(pa.array(kind)) if m else "control",
+                         recs.lines[rows_i] + 1, rows_i, n_records.astype(np.int32),
+                         n_bytes=nxt[:m], **fields)
+        for r, nbytes in zip(dec.rows, nxt[m:].tolist()):
+            if r.kind == "quarantine":
+                sink.quarantine(r.error, r.offset, r.index, r.raw, n_records=r.n, n_bytes=nbytes,
+                                **r.fields)
+            else:
+                sink.add(r.kind, r.offset, r.index, r.n, n_bytes=nbytes, **r.fields)
+
+        # --- the transactions still open
+        out: dict[int, dict] = {}
+        for x, t in self.state.items():
+            if x not in hard and x not in ch.state:
+                out[x] = t.to_json()
+        for x, st in ch.state.items():
+            if x in hard or st is None:
+                continue
+            ti = st["trx_index"]
+            out[x] = {"trx": trx_ids[ti].as_py(), "user": users[ti].as_py(), "last": st["last"],
+                      "undo": st["undo"], "fold": st["fold"]}
+        for x, t in dec.state.items():
+            out[x] = t.to_json()
+        return out

@@ -20,7 +20,7 @@ def archive_sort_key(name: str) -> str:
 
 # the decoder and the generator are imported on first use (the config and the DAG need
 # only the names above)
-_LAZY = {'decode': 'decoder', 'Synth': 'synth'}
+_LAZY = {'decode': 'decoder', 'split': 'decoder', 'Synth': 'synth'}
 
 
 def __getattr__(name: str):

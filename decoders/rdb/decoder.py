@@ -48,8 +48,16 @@ import struct
 from operator import itemgetter
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from .. import codecs as C
 from ..base import DecodeContext, hexpos
+from ..framing import Damage, Frames, concat_text, hex_ints, resync, split_ranges
+from ..layout import as_uint8
+from ..render import render_rows
+from ..vectors import text as vtext, text_fixed, vms_times
 from ..catalog import Catalog, Table
 from ..errors import BadValue, ConfigError, Corrupt, DecodeError, NeedData, UnknownRecordType, \
     UnknownTable
@@ -91,7 +99,7 @@ class RowCodec:
     only for the columns that need one (text, VMS times)."""
 
     __slots__ = ("table", "struct", "width", "ncols", "pick", "convs", "notnull_mask", "all_mask",
-                 "render")
+                 "render", "layout", "notnull_bool", "encoding")
 
     def __init__(self, table: Table) -> None:
         self.table = table
@@ -130,6 +138,15 @@ class RowCodec:
         self.notnull_mask = notnull
         self.all_mask = (1 << self.ncols) - 1
         self.render = C.RowRenderer(table.columns)
+        # the fast path's view of the row: (column, byte offset, "CHAR" | "VARCHAR" | dtype)
+        layout, off = [], 0
+        for col in table.columns:
+            kind = col.type if col.type in ("CHAR", "VARCHAR") else np.dtype(L.NUMPY_COLUMNS[col.type])
+            layout.append((col, off, kind))
+            off += L.column_codes(col)[1]
+        self.layout = tuple(layout)
+        self.notnull_bool = np.array([not c.nullable for c in table.columns], dtype=bool)
+        self.encoding = enc
 
     def values(self, data: bytes, offset: int, nulls: int) -> list:
         """Column values of the row data at ``offset``; ``nulls`` is the null bit vector as an
@@ -257,55 +274,205 @@ def commit_position(commit_tad: int, tsn: int) -> str:
     return hexpos(commit_tad, L.TICKS_HEX) + hexpos(tsn, L.TSN_HEX)
 
 
+# --------------------------------------------------------------------------- framing
+
+_M, _D, _C = L.ACTION_MODIFY[0], L.ACTION_DELETE[0], L.ACTION_COMMIT[0]
+_ROW_SIZE, _COMMIT_SIZE = L.ROW.size, L.COMMIT.size
+_LENS = L.ROW.reader(["len_data", "num_nbv_bits"])          # DATA_LEN, NBV_LEN at 36
+_LENS_AT = L.ROW.offset("len_data")
+_COMMIT_LENS = L.COMMIT_DATA.struct
+
+
+def _shapes(catalog: Catalog) -> dict[int, tuple[int, int, str]]:
+    """RECORD_TYPE -> (row width, column count, name) of every catalog table LogMiner can
+    write (what framing checks a record's DATA_LEN and NBV_LEN against)."""
+    out = {}
+    for t in catalog.tables:
+        try:
+            width = sum(L.column_codes(c)[1] for c in t.columns)
+        except KeyError:
+            continue
+        if t.id.isdigit():
+            out[int(t.id)] = (width, len(t.columns), t.qualified_name)
+    return out
+
+
+def _length_problem(data, pos: int, n: int, shapes: dict) -> tuple[int, DecodeError | None]:
+    """(length, None) for a record at ``pos`` whose framing holds, else (0, error)."""
+    act = data[pos]
+    if act == _M or act == _D:
+        hs = _ROW_SIZE
+    elif act == _C:
+        hs = _COMMIT_SIZE
+    else:
+        return 0, UnknownRecordType(
+            "unknown ACTION: the record's length cannot be known; skipped to the next "
+            "plausible record", path="ACTION", expected="M, D or C", actual=f"0x{act:02X}")
+    if pos + hs > n:
+        what = "truncated commit record header" if act == _C else "truncated record header"
+        return 0, NeedData(what, path="header", expected=hs, actual=n - pos)
+    dl, nb = _LENS.unpack_from(data, pos)
+    length = hs + dl + ((nb + 7) >> 3)
+    if pos + length > n:
+        if act == _C:
+            return 0, NeedData("commit record data runs past the end of the file",
+                               path="DATA_LEN", expected=length, actual=n - pos)
+        return 0, NeedData("record data and null bit vector run past the end of the file",
+                           path="DATA_LEN/NBV_LEN", expected=length, actual=n - pos)
+    nxt = pos + length
+    if nxt == n or data[nxt] in (_M, _D, _C):
+        return length, None
+    # the record after is no record: trust this length only if the record's own shape holds
+    if act == _C:
+        if nb == 0 and dl >= 8 and sum(_COMMIT_LENS.unpack_from(data, pos + hs)) + 8 == dl:
+            return length, None
+        return 0, Corrupt("commit record lengths lead to no record", path="DATA_LEN",
+                          expected="RM_TID_LEN + AERCP_LEN + 8", actual=dl)
+    rtype = int.from_bytes(data[pos + 32:pos + 36], "little")
+    shape = shapes.get(rtype)
+    if shape is not None and shape[0] == dl and shape[1] == nb:
+        return length, None
+    if shape is not None and shape[0] != dl:
+        return 0, Corrupt("DATA_LEN does not match the table's row width",
+                          path=f"DATA_LEN ({shape[2]})", expected=shape[0], actual=dl)
+    if shape is not None:
+        return 0, Corrupt("NBV_LEN does not match the table's column count",
+                          path=f"NBV_LEN ({shape[2]})", expected=shape[1], actual=nb)
+    return 0, Corrupt("DATA_LEN/NBV_LEN lead to no record (the bytes after it are not a record)",
+                      path="DATA_LEN/NBV_LEN", expected="a record or the end of the file",
+                      actual=f"0x{data[nxt]:02X} at {nxt}")
+
+
+def _plausible(shapes: dict):
+    """Vectorised check of candidate record starts (resynchronisation): a known ACTION, a
+    length inside the archive, for M/D a printable RELATION_NAME and a (DATA_LEN, NBV_LEN)
+    pair of a catalog table, for C consistent commit lengths, and the record after it a
+    record (or the end)."""
+    known = np.array(sorted({(w << 16) | c for w, c, _ in shapes.values()}), dtype=np.int64)
+
+    def check(buf: np.ndarray, cand: np.ndarray) -> np.ndarray:
+        n = len(buf)
+        if n < _COMMIT_SIZE:
+            return np.zeros(len(cand), dtype=bool)
+        c = np.minimum(cand, n - _COMMIT_SIZE)
+        act = buf[c]
+        is_md = (act == _M) | (act == _D)
+        is_c = act == _C
+        hs = np.where(is_c, _COMMIT_SIZE, _ROW_SIZE)
+        ok = (is_md | is_c) & (cand + hs <= n)
+        dl = buf[c + 36].astype(np.int64) | (buf[c + 37].astype(np.int64) << 8)
+        nb = buf[c + 38].astype(np.int64) | (buf[c + 39].astype(np.int64) << 8)
+        length = hs + dl + ((nb + 7) >> 3)
+        ok &= cand + length <= n
+        rel = buf[c[:, None] + np.arange(1, 32)]
+        printable = ((rel >= 0x20) & (rel <= 0x7E)).all(axis=1)
+        md_ok = is_md & printable & np.isin((dl << 16) | nb, known)
+        cd = np.minimum(c + _COMMIT_SIZE, n - 8)
+        u4 = lambda o: (buf[cd + o].astype(np.int64) | (buf[cd + o + 1].astype(np.int64) << 8)
+                        | (buf[cd + o + 2].astype(np.int64) << 16)
+                        | (buf[cd + o + 3].astype(np.int64) << 24))
+        c_ok = is_c & (nb == 0) & (dl >= 8) & (u4(0) + u4(4) + 8 == dl) & (c + _COMMIT_SIZE + 8 <= n)
+        nxt = cand + length
+        after = (nxt == n) | ((nxt < n) & np.isin(buf[np.minimum(nxt, n - 1)], (_M, _D, _C)))
+        return ok & (md_ok | c_ok) & after
+
+    return check
+
+
+def frame(data, shapes: dict, start: int = 0, end: int | None = None) -> Frames:
+    """Record starts and lengths of ``data[start:end]``, damaged spans resynchronised."""
+    n = len(data) if end is None else end
+    starts: list[int] = []
+    lengths: list[int] = []
+    damaged: list[Damage] = []
+    plausible = None
+    unpack = _LENS.unpack_from
+    add_start, add_length = starts.append, lengths.append
+    m, d, c, row_size, commit_size = _M, _D, _C, _ROW_SIZE, _COMMIT_SIZE
+    pos = start
+    while pos < n:
+        # the common case inline: a known ACTION, lengths inside the span, a record after it
+        act = data[pos]
+        hs = row_size if (act == m or act == d) else commit_size if act == c else 0
+        if hs and pos + hs <= n:
+            dl, nb = unpack(data, pos)
+            nxt = pos + hs + dl + ((nb + 7) >> 3)
+            if nxt == n or (nxt < n and data[nxt] in (m, d, c)):
+                add_start(pos)
+                add_length(nxt - pos)
+                pos = nxt
+                continue
+        length, err = _length_problem(data, pos, n, shapes)
+        if err is None:
+            add_start(pos)
+            add_length(length)
+            pos += length
+            continue
+        if plausible is None:
+            plausible = _plausible(shapes)
+        nxt = resync(data, pos, n, plausible)
+        damaged.append(Damage(pos, nxt, err))
+        pos = nxt
+    return Frames(np.array(starts, dtype=np.int64), np.array(lengths, dtype=np.int64), damaged)
+
+
+def split(data, ctx: DecodeContext, target: int) -> list[dict]:
+    """Byte ranges of one archive cut where a transaction starts that no earlier record of the
+    archive belongs to (a record's position counts the records of its TSN in the archive)."""
+    fr = frame(data, _shapes(ctx.catalog))
+    rec_idx, _ = fr.record_indexes()
+    if len(fr) < 2:
+        return [{"start": 0, "end": len(data), "index": 0}]
+    tsn = L.ROW.gather(data, fr.starts, ["tsn"])["tsn"] if len(data) >= _ROW_SIZE else None
+    if tsn is None:
+        return [{"start": 0, "end": len(data), "index": 0}]
+    # a cut before record i is allowed when no TSN of records < i appears at or after i
+    _, first, inverse = np.unique(tsn, return_index=True, return_inverse=True)
+    last = np.zeros(len(first), dtype=np.int64)
+    np.maximum.at(last, inverse, np.arange(len(tsn)))
+    reach = np.maximum.accumulate(last[inverse])          # last record of any TSN seen so far
+    allowed = np.zeros(len(tsn), dtype=bool)
+    allowed[1:] = reach[:-1] < np.arange(1, len(tsn))
+    # a damaged span starts no range: cut only at records
+    ranges = split_ranges(fr.starts, len(data), target, allowed, rec_idx)
+    return [{"start": a, "end": b, "index": i} for a, b, i in ranges]
+
+
 # --------------------------------------------------------------------------- records -> events
 
-def decode(data: bytes, ctx: DecodeContext, sink: EventSink) -> None:
-    tables = Tables(ctx.catalog)
-    clock = CommitClock(ctx.timezone)
-    seq: dict[int, int] = {}                  # TSN -> records of it seen in this archive
-    n = len(data)
-    row_hdr, commit_hdr, commit_data = L.ROW_HEADER, L.COMMIT_HEADER, L.COMMIT_DATA
-    row_size, commit_size = row_hdr.size, commit_hdr.size
-    act_m, act_d, act_c = L.ACTION_MODIFY[0], L.ACTION_DELETE[0], L.ACTION_COMMIT[0]
-    from_bytes = int.from_bytes
-    add = sink.add
-    seq_hex = f"%0{L.SEQ_HEX}X"
-    last_tsn = last_tad = cpos = ts = trx = None     # the transaction of the previous record
-    off = 0
-    index = 0
+class _Archive:
+    """What decoding one archive (or range) needs: the catalog's codecs, the clock, the sink."""
 
-    def rest_of_file(exc: DecodeError) -> None:
-        sink.quarantine(exc.located(offset=off, record_index=index), off, index,
-                        data[off:off + RAW_HEX_LIMIT])
+    def __init__(self, data, ctx: DecodeContext, sink: EventSink) -> None:
+        self.data = data
+        self.ctx = ctx
+        self.sink = sink
+        self.base = ctx.offset
+        self.tables = Tables(ctx.catalog)
+        self.clock = CommitClock(ctx.timezone)
+        self.shapes = _shapes(ctx.catalog)
 
-    while off < n:
+    # ---------------------------------------------------------------- the careful path
+    def careful(self, off: int, index: int, length: int, cnt: int) -> None:
+        """One framed record, decoded on its own: exactly one row (change, commit or
+        quarantine) with the precise error of anything wrong with it."""
+        data, sink, at = self.data, self.sink, self.base + off
+        end = off + length
         action = data[off]
-        if action == act_m or action == act_d:
-            if off + row_size > n:
-                rest_of_file(NeedData("truncated record header", path="header",
-                                      expected=row_size, actual=n - off))
-                return None
-            (_, rel, rtype, len_data, nbv_bits, dbk, _start, commit_tad, tsn, _version) = \
-                row_hdr.unpack_from(data, off)
-            data_off = off + row_size
-            nbv_off = data_off + len_data
-            end = nbv_off + ((nbv_bits + 7) >> 3)
-            if end > n:
-                rest_of_file(NeedData("record data and null bit vector run past the end of "
-                                      "the file", path="DATA_LEN/NBV_LEN",
-                                      expected=end - off, actual=n - off))
-                return None
-            cnt = seq.get(tsn, 0)
-            seq[tsn] = cnt + 1
-            position = None
-            try:
-                if tsn != last_tsn or commit_tad != last_tad:
-                    ts = clock.utc(commit_tad)
-                    cpos = commit_position(commit_tad, tsn)
-                    trx = str(tsn)
-                    last_tsn, last_tad = tsn, commit_tad
-                position = cpos + seq_hex % cnt
-                codec = tables.get(rtype, rel)
+        if action != _C:
+            fields = L.ROW_HEADER.unpack_from(data, off)
+            commit_tad, tsn = fields[7], fields[8]
+        else:
+            fields = L.COMMIT_HEADER.unpack_from(data, off)
+            commit_tad, tsn = fields[8], fields[9]
+        position = None
+        try:
+            ts = self.clock.utc(commit_tad)
+            cpos = commit_position(commit_tad, tsn)
+            position = cpos + "%08X" % cnt
+            if action != _C:
+                (_, rel, rtype, len_data, nbv_bits, dbk, _s, _c, _t, _v) = fields
+                codec = self.tables.get(rtype, rel)
                 if len_data != codec.width:
                     raise Corrupt("DATA_LEN does not match the table's row width",
                                   path=f"DATA_LEN ({codec.table.qualified_name})",
@@ -314,70 +481,261 @@ def decode(data: bytes, ctx: DecodeContext, sink: EventSink) -> None:
                     raise Corrupt("NBV_LEN does not match the table's column count",
                                   path=f"NBV_LEN ({codec.table.qualified_name})",
                                   expected=codec.ncols, actual=nbv_bits)
-                nulls = from_bytes(data[nbv_off:end], "little") if nbv_bits else 0
-                image = codec.decode(data, data_off, nulls)
-            except DecodeError as exc:
-                sink.quarantine(exc.located(offset=off, record_index=index), off, index,
-                                data[off:min(end, off + RAW_HEX_LIMIT)], trx_id=str(tsn),
-                                position=position)
+                nbv_off = off + _ROW_SIZE + len_data
+                nulls = int.from_bytes(data[nbv_off:end], "little") if nbv_bits else 0
+                image = codec.decode(data, off + _ROW_SIZE, nulls)
             else:
-                table = codec.table
-                if action == act_m:
-                    op, before, after = "m", None, image
-                else:
-                    op, before, after = "d", image, None
-                add("change", off, index, 1, trx_id=trx, position=position,
-                    trx_order=position, trx_end="commit", commit_position=cpos, commit_ts=ts,
-                    op=op, table_id=table.id, schema_name=table.schema,
-                    table_name=table.name, before=before, after=after, row_id=L.dbk_text(dbk))
-        elif action == act_c:
-            if off + commit_size > n:
-                rest_of_file(NeedData("truncated commit record header", path="header",
-                                      expected=commit_size, actual=n - off))
-                return None
-            (_, _rel, _rtype, len_data, nbv_bits, _tid, _pid, _start, commit_tad, tsn) = \
-                commit_hdr.unpack_from(data, off)
-            data_off = off + commit_size
-            end = data_off + len_data + ((nbv_bits + 7) >> 3)
-            if end > n:
-                rest_of_file(NeedData("commit record data runs past the end of the file",
-                                      path="DATA_LEN", expected=end - off, actual=n - off))
-                return None
-            cnt = seq.get(tsn, 0)
-            seq[tsn] = cnt + 1
-            position = None
-            try:
-                if tsn != last_tsn or commit_tad != last_tad:
-                    ts = clock.utc(commit_tad)
-                    cpos = commit_position(commit_tad, tsn)
-                    trx = str(tsn)
-                    last_tsn, last_tad = tsn, commit_tad
-                position = cpos + seq_hex % cnt
-                if len_data < commit_data.size:
+                len_data, nbv_bits = fields[3], fields[4]
+                if len_data < L.COMMIT_DATA.size:
                     raise Corrupt("commit record DATA_LEN shorter than RM_TID_LEN + AERCP_LEN",
-                                  path="DATA_LEN", expected=f">= {commit_data.size}",
+                                  path="DATA_LEN", expected=f">= {L.COMMIT_DATA.size}",
                                   actual=len_data)
-                len_rm_tid, len_aercp = commit_data.unpack_from(data, data_off)
-                if commit_data.size + len_rm_tid + len_aercp != len_data:
+                len_rm_tid, len_aercp = _COMMIT_LENS.unpack_from(data, off + _COMMIT_SIZE)
+                if L.COMMIT_DATA.size + len_rm_tid + len_aercp != len_data:
                     raise Corrupt("commit record: RM_TID_LEN + AERCP_LEN do not fill DATA_LEN",
                                   path="RM_TID_LEN/AERCP_LEN",
-                                  expected=len_data - commit_data.size,
+                                  expected=len_data - L.COMMIT_DATA.size,
                                   actual=len_rm_tid + len_aercp)
                 if nbv_bits:
                     raise Corrupt("commit record with a null bit vector", path="NBV_LEN",
                                   expected=0, actual=nbv_bits)
-            except DecodeError as exc:
-                sink.quarantine(exc.located(offset=off, record_index=index), off, index,
-                                data[off:min(end, off + RAW_HEX_LIMIT)], trx_id=str(tsn),
-                                position=position)
-            else:
-                add("commit", off, index, 1, trx_id=trx, position=position,
-                    trx_order=position, trx_end="commit", commit_position=cpos, commit_ts=ts)
-        else:
-            rest_of_file(UnknownRecordType(
-                "unknown ACTION: the record's length cannot be known, rest of file quarantined",
-                path="ACTION", expected="M, D or C", actual=f"0x{action:02X}"))
+        except DecodeError as exc:
+            sink.quarantine(exc.located(offset=at, record_index=index), at, index,
+                            data[off:min(end, off + RAW_HEX_LIMIT)], n_bytes=length,
+                            trx_id=str(tsn), position=position)
+            return
+        if action == _C:
+            sink.add("commit", at, index, 1, n_bytes=length, trx_id=str(tsn), position=position,
+                     trx_order=position, trx_end="commit", commit_position=cpos, commit_ts=ts)
+            return
+        table = codec.table
+        op, before, after = ("m", None, image) if action == _M else ("d", image, None)
+        sink.add("change", at, index, 1, n_bytes=length, trx_id=str(tsn), position=position,
+                 trx_order=position, trx_end="commit", commit_position=cpos, commit_ts=ts,
+                 op=op, table_id=table.id, schema_name=table.schema, table_name=table.name,
+                 before=before, after=after, row_id=L.dbk_text(dbk))
+
+    def damage(self, d: Damage, index: int) -> None:
+        at = self.base + d.start
+        self.sink.quarantine(d.error.located(offset=at, record_index=index), at, index,
+                             self.data[d.start:min(d.end, d.start + RAW_HEX_LIMIT)],
+                             n_bytes=d.length)
+
+    # ---------------------------------------------------------------- the fast path
+    def decode(self) -> None:
+        data = self.data
+        fr = frame(data, self.shapes)
+        rec_idx, dmg_idx = fr.record_indexes(self.ctx.index)
+        for d, i in zip(fr.damaged, dmg_idx):
+            self.damage(d, i)
+        if not len(fr):
+            return
+        buf = as_uint8(data)
+        starts, lengths = fr.starts, fr.lengths
+        head = L.COMMIT.gather(buf, starts, ["action", "relation_name", "record_type",
+                                            "len_data", "num_nbv_bits", "commit_tad", "tsn"])
+        act = head["action"][:, 0]
+        tsn = head["tsn"]
+        tad = head["commit_tad"]
+        cnt = _count_within(tsn)
+        careful = np.zeros(len(fr), dtype=bool)
+        # commit times: per distinct COMMIT_TAD (one per transaction), not per record
+        utc_us, bad_ts = self._commit_times(tad)
+        careful |= bad_ts
+        # commit records
+        is_c = act == _C
+        if is_c.any():
+            ci = np.flatnonzero(is_c)
+            tail = np.minimum(starts[ci] + _COMMIT_SIZE, len(buf) - 8)
+            lens = L.COMMIT_DATA.gather(buf, np.where(starts[ci] + _COMMIT_SIZE + 8 <= len(buf),
+                                                      tail, 0))
+            dl = head["len_data"][ci].astype(np.int64)
+            ok = ((head["num_nbv_bits"][ci] == 0) & (dl >= 8)
+                  & (lens["len_rm_tid"].astype(np.int64) + lens["len_aercp"] + 8 == dl))
+            careful[ci[~ok]] = True
+        # row records, per table
+        rows = np.flatnonzero(~is_c & ~careful)
+        images: dict[int, tuple] = {}
+        for key, members in self._groups(head, rows).items():
+            codec = key
+            if codec is None:
+                careful[members] = True
+                continue
+            ok, image = self._images(codec, buf, starts[members], head, members)
+            careful[members[~ok]] = True
+            images[id(codec)] = (codec, members[ok], image)
+        # positions and transaction columns for every record on the fast path
+        fast = ~careful
+        if fast.any():
+            self._emit(fr, rec_idx, act, tsn, tad, cnt, utc_us, fast, is_c, images)
+        for i in np.flatnonzero(careful).tolist():
+            self.careful(int(starts[i]), int(rec_idx[i]), int(lengths[i]), int(cnt[i]))
+
+    def _commit_times(self, tad: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """UTC microseconds of each COMMIT_TAD (source-local) and the rows that cannot be."""
+        local, bad = vms_times(tad)
+        local_us = local.astype(np.int64)
+        if self.clock.zone.key == "UTC":
+            return local_us, bad
+        out = local_us.copy()
+        uniq, inverse = np.unique(local_us, return_inverse=True)
+        conv = np.empty(len(uniq), dtype=np.int64)
+        bad_u = np.zeros(len(uniq), dtype=bool)
+        epoch = _dt.datetime(1970, 1, 1, tzinfo=_UTC)
+        for k, us in enumerate(uniq.tolist()):
+            try:
+                loc = _dt.datetime(1970, 1, 1) + _dt.timedelta(microseconds=us)
+                ts = loc.replace(tzinfo=self.clock.zone).astimezone(_UTC)
+                conv[k] = (ts - epoch) // _dt.timedelta(microseconds=1)
+            except (OverflowError, ValueError):
+                conv[k] = 0
+                bad_u[k] = True
+        out = conv[inverse]
+        return out, bad | bad_u[inverse]
+
+    def _groups(self, head, rows: np.ndarray) -> dict:
+        """RowCodec (None: unknown table) -> record positions (into the framed records)."""
+        out: dict = {}
+        if not len(rows):
+            return out
+        rtype = head["record_type"][rows]
+        for t in np.unique(rtype).tolist():
+            members = rows[rtype == t]
+            table = self.tables.catalog.table(str(t))
+            if table is not None:
+                codec = self._codec(table)
+                out.setdefault(codec, []).append(members)
+                continue
+            # RECORD_TYPE not in the catalog: by RELATION_NAME, per distinct name
+            names = head["relation_name"][members]
+            keys = [bytes(x) for x in names]
+            by_name: dict[bytes, list[int]] = {}
+            for m, k in zip(members.tolist(), keys):
+                by_name.setdefault(k, []).append(m)
+            for k, ms in by_name.items():
+                try:
+                    codec = self.tables.get(t, k)
+                except DecodeError:
+                    codec = None
+                except Exception:
+                    codec = None
+                out.setdefault(codec, []).append(np.array(ms, dtype=np.int64))
+        return {k: np.sort(np.concatenate(v)) for k, v in out.items()}
+
+    def _codec(self, table: Table):
+        try:
+            return self.tables._codec(table)
+        except DecodeError:
             return None
-        off = end
-        index += 1
+
+    def _images(self, codec: "RowCodec", buf: np.ndarray, starts: np.ndarray, head,
+                members: np.ndarray) -> tuple[np.ndarray, pa.Array]:
+        """(ok mask over the members, JSON images of the ok members) for one table."""
+        n = len(members)
+        ok = ((head["len_data"][members] == codec.width)
+              & (head["num_nbv_bits"][members] == codec.ncols))
+        data_at = starts + _ROW_SIZE
+        if not ok.any():
+            return ok, pa.array([], pa.string())
+        # rows whose lengths are wrong are read at a safe place and then dropped
+        data_at = np.where(ok, data_at, 0)
+        nbv_len = (codec.ncols + 7) >> 3
+        nulls = np.zeros((n, codec.ncols), dtype=bool)
+        if nbv_len:
+            nbv = buf[(data_at + codec.width)[:, None] + np.arange(nbv_len)]
+            nulls = np.unpackbits(nbv, axis=1, bitorder="little")[:, :codec.ncols].astype(bool)
+        ok &= ~(nulls & codec.notnull_bool).any(axis=1)
+        rows = buf[data_at[:, None] + np.arange(codec.width)] if codec.width else \
+            np.zeros((n, 0), np.uint8)
+        arrays = []
+        for j, (col, off, kind) in enumerate(codec.layout):
+            null = nulls[:, j]
+            if kind == "VARCHAR":
+                ln = rows[:, off].astype(np.int64) | (rows[:, off + 1].astype(np.int64) << 8)
+                over = ln > (col.length or 0)
+                ok &= ~(over & ~null)
+                ln = np.where(null | over, 0, ln)
+                arr, bad = vtext(buf, data_at + off + 2, ln, codec.encoding)
+                ok &= ~(bad & ~null)
+                arrays.append(pc.if_else(pa.array(null), pa.nulls(n, pa.string()), arr))
+            elif kind == "CHAR":
+                arr, bad = text_fixed(rows[:, off:off + (col.length or 0)], codec.encoding)
+                ok &= ~(bad & ~null)
+                arrays.append(pc.if_else(pa.array(null), pa.nulls(n, pa.string()), arr))
+            else:
+                raw = np.ascontiguousarray(rows[:, off:off + kind.itemsize]).view(kind).reshape(n)
+                if col.type in ("DATE", "TIMESTAMP"):
+                    when, bad = vms_times(raw)
+                    ok &= ~(bad & ~null)
+                    if col.type == "DATE":
+                        arrays.append(pa.array(when.astype("datetime64[D]"), pa.date32(),
+                                               mask=null))
+                    else:
+                        arrays.append(pa.array(when, pa.timestamp("us"), mask=null))
+                else:
+                    arrays.append(pa.array(raw, mask=null))
+        good = pa.array(ok)
+        return ok, render_rows(codec.table.columns, [a.filter(good) for a in arrays],
+                               n=int(ok.sum()))
+
+    def _emit(self, fr: Frames, rec_idx, act, tsn, tad, cnt, utc_us, fast, is_c, images) -> None:
+        sink, base = self.sink, self.base
+        idx = np.flatnonzero(fast)
+        tsn_a = pa.array(tsn[idx])
+        trx = pc.cast(tsn_a, pa.string())
+        cpos = concat_text(hex_ints(tad[idx].astype(np.uint64), L.TICKS_HEX),
+                           hex_ints(tsn[idx], L.TSN_HEX))
+        position = concat_text(cpos, hex_ints(cnt[idx].astype(np.uint64), L.SEQ_HEX))
+        ts = pa.array(utc_us[idx], pa.timestamp("us", tz="UTC"))
+        # commit rows
+        sel = is_c[idx]
+        if sel.any():
+            m = pa.array(sel)
+            sink.add_columns("commit", fr.starts[idx][sel] + base, rec_idx[idx][sel], 1,
+                             n_bytes=fr.lengths[idx][sel], trx_id=trx.filter(m),
+                             position=position.filter(m), trx_order=position.filter(m),
+                             trx_end="commit", commit_position=cpos.filter(m),
+                             commit_ts=ts.filter(m))
+        # change rows, per table
+        for codec, members, image in images.values():
+            if not len(members):
+                continue
+            take = pa.array(np.searchsorted(idx, members))
+            is_m = act[members] == _M
+            img_m = pc.if_else(pa.array(is_m), image, pa.nulls(len(members), pa.string()))
+            img_d = pc.if_else(pa.array(is_m), pa.nulls(len(members), pa.string()), image)
+            dbk = L.ROW.gather(self.data, fr.starts[members], ["dbk"])["dbk"]
+            row_id = concat_text(pc.cast(pa.array(dbk >> 48), pa.string()), pa.scalar(":"),
+                                 pc.cast(pa.array((dbk >> 16) & 0xFFFFFFFF), pa.string()),
+                                 pa.scalar(":"), pc.cast(pa.array(dbk & 0xFFFF), pa.string()))
+            table = codec.table
+            pos_t = position.take(take)
+            sink.add_columns("change", fr.starts[members] + base, rec_idx[members], 1,
+                             n_bytes=fr.lengths[members], trx_id=trx.take(take),
+                             position=pos_t, trx_order=pos_t, trx_end="commit",
+                             commit_position=cpos.take(take), commit_ts=ts.take(take),
+                             op=pa.array(np.where(is_m, "m", "d")), table_id=table.id,
+                             schema_name=table.schema, table_name=table.name,
+                             before=img_d, after=img_m, row_id=row_id)
+
+
+def _count_within(keys: np.ndarray) -> np.ndarray:
+    """For each element, how many earlier elements have the same key (in array order)."""
+    n = len(keys)
+    if not n:
+        return np.zeros(0, dtype=np.int64)
+    order = np.argsort(keys, kind="stable")
+    sk = keys[order]
+    first = np.ones(n, dtype=bool)
+    first[1:] = sk[1:] != sk[:-1]
+    pos = np.arange(n)
+    start = np.maximum.accumulate(np.where(first, pos, 0))
+    out = np.empty(n, dtype=np.int64)
+    out[order] = pos - start
+    return out
+
+
+def decode(data: bytes, ctx: DecodeContext, sink: EventSink) -> None:
+    """Decode one archive (or a range of it, ``ctx.offset``/``ctx.index``) into ``sink``."""
+    _Archive(data, ctx, sink).decode()
     return None

@@ -35,59 +35,48 @@ from __future__ import annotations
 
 import struct
 
+from ..layout import Field, Layout
+
 # --------------------------------------------------------------------------- record layouts
 
-# (our name, vendor name, struct code)
-ROW_HEADER_FIELDS = (
-    ("action", "ACTION", "c"),
-    ("relation_name", "RELATION_NAME", "31s"),
-    ("record_type", "RECORD_TYPE", "I"),
-    ("len_data", "DATA_LEN", "H"),
-    ("num_nbv_bits", "NBV_LEN", "H"),
-    ("dbk", "DBK", "Q"),
-    ("start_tad", "START_TAD", "q"),
-    ("commit_tad", "COMMIT_TAD", "q"),
-    ("tsn", "TSN", "Q"),
-    ("record_version", "RECORD_VERSION", "H"),
-)
+ROW = Layout("rdb row record header (ACTION M/D)", [
+    Field("action", 0, "b1", "ACTION"),
+    Field("relation_name", 1, "b31", "RELATION_NAME"),
+    Field("record_type", 32, "u4", "RECORD_TYPE"),
+    Field("len_data", 36, "u2", "DATA_LEN"),
+    Field("num_nbv_bits", 38, "u2", "NBV_LEN"),
+    Field("dbk", 40, "u8", "DBK"),
+    Field("start_tad", 48, "s8", "START_TAD"),
+    Field("commit_tad", 56, "s8", "COMMIT_TAD"),
+    Field("tsn", 64, "u8", "TSN"),
+    Field("record_version", 72, "u2", "RECORD_VERSION"),
+], size=74, byte_order="little")
 
-COMMIT_HEADER_FIELDS = (
-    ("action", "ACTION", "c"),
-    ("relation_name", "RELATION_NAME", "31s"),
-    ("record_type", "RECORD_TYPE", "I"),
-    ("len_data", "DATA_LEN", "H"),
-    ("num_nbv_bits", "NBV_LEN", "H"),
-    ("tid", "TID", "I"),
-    ("pid", "PID", "I"),
-    ("start_tad", "START_TAD", "q"),
-    ("commit_tad", "COMMIT_TAD", "q"),
-    ("tsn", "TSN", "Q"),
-)
+COMMIT = Layout("rdb commit record header (ACTION C)", [
+    Field("action", 0, "b1", "ACTION"),
+    Field("relation_name", 1, "b31", "RELATION_NAME"),
+    Field("record_type", 32, "u4", "RECORD_TYPE"),
+    Field("len_data", 36, "u2", "DATA_LEN"),
+    Field("num_nbv_bits", 38, "u2", "NBV_LEN"),
+    Field("tid", 40, "u4", "TID"),
+    Field("pid", 44, "u4", "PID"),
+    Field("start_tad", 48, "s8", "START_TAD"),
+    Field("commit_tad", 56, "s8", "COMMIT_TAD"),
+    Field("tsn", 64, "u8", "TSN"),
+], size=72, byte_order="little")
 
 # commit record data: RM_TID_LEN, AERCP_LEN, then the two byte strings
-COMMIT_DATA_FIELDS = (
-    ("len_rm_tid", "RM_TID_LEN", "I"),
-    ("len_aercp", "AERCP_LEN", "I"),
-)
+COMMIT_DATA = Layout("rdb commit record data", [
+    Field("len_rm_tid", 0, "u4", "RM_TID_LEN"),
+    Field("len_aercp", 4, "u4", "AERCP_LEN"),
+], size=8, byte_order="little")
 
-
-def compile_layout(fields) -> struct.Struct:
-    return struct.Struct("<" + "".join(code for _, _, code in fields))
-
-
-ROW_HEADER = compile_layout(ROW_HEADER_FIELDS)
-COMMIT_HEADER = compile_layout(COMMIT_HEADER_FIELDS)
-COMMIT_DATA = compile_layout(COMMIT_DATA_FIELDS)
+# the compiled structs (encoder, careful path)
+ROW_HEADER = ROW.struct
+COMMIT_HEADER = COMMIT.struct
 assert ROW_HEADER.size == 74 and COMMIT_HEADER.size == 72 and COMMIT_DATA.size == 8
 
-# offsets of single fields, for messages and for the encoder's tests
-OFS_LEN_DATA = 36
-OFS_NUM_NBV_BITS = 38
-OFS_DBK = 40
-OFS_COMMIT_TAD = 56
-OFS_TSN = 64
-
-RELATION_NAME_LEN = 31
+RELATION_NAME_LEN = ROW.by_name["relation_name"].size
 
 # ACTION codes
 ACTION_MODIFY = b"M"        # insert or modify: after image, op "m"
@@ -95,12 +84,11 @@ ACTION_DELETE = b"D"        # delete: before image, op "d"
 ACTION_COMMIT = b"C"        # commit record (/INCLUDE=ACTION=COMMIT)
 ACTIONS = {ACTION_MODIFY: "M (insert or modify)", ACTION_DELETE: "D (delete)",
            ACTION_COMMIT: "C (commit)"}
-HEADER_SIZE = {ACTION_MODIFY: ROW_HEADER.size, ACTION_DELETE: ROW_HEADER.size,
-               ACTION_COMMIT: COMMIT_HEADER.size}
+HEADER_SIZE = {ACTION_MODIFY: ROW.size, ACTION_DELETE: ROW.size, ACTION_COMMIT: COMMIT.size}
 
 # --------------------------------------------------------------------------- column layouts
 
-# catalog type -> (struct code, byte width); CHAR/VARCHAR are sized by the column's length
+# catalog type -> (struct code, byte width, numpy type); CHAR/VARCHAR are sized by the column's length
 FIXED_COLUMNS = {
     "TINYINT": ("b", 1),
     "SMALLINT": ("h", 2),
@@ -111,6 +99,8 @@ FIXED_COLUMNS = {
     "DATE": ("q", 8),          # DATE VMS: 100 ns ticks since 1858-11-17, source-local
     "TIMESTAMP": ("q", 8),     # same representation
 }
+NUMPY_COLUMNS = {"TINYINT": "i1", "SMALLINT": "<i2", "INTEGER": "<i4", "BIGINT": "<i8",
+                 "REAL": "<f4", "DOUBLE": "<f8", "DATE": "<i8", "TIMESTAMP": "<i8"}
 VARCHAR_LEN = ("H", 2)         # VARCHAR(n): 2-byte length, then always n bytes
 RDB_TYPES = tuple(FIXED_COLUMNS) + ("CHAR", "VARCHAR")
 

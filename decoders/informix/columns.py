@@ -1,0 +1,468 @@
+"""Columnar reading of ``onlog`` text: the lines are found once, then parsed by column.
+
+``Text(data)`` splits the bytes into lines with one newline scan (numpy), classifies them
+with masks (blank, ``-l`` dump line, header line, record line) and cuts the record lines
+into whitespace-separated tokens, all at once: a token is a run of bytes that are not
+white space inside a record line. Fields are then read for every record at once:
+
+* numbers: the token's bytes gathered right-aligned into a fixed-width matrix, each byte
+  mapped to its digit value by a lookup table (invalid bytes flag the row), digits times
+  powers of the base summed per row (hex and decimal);
+* the record type: the token's bytes left-aligned into 16 bytes, hashed, looked up once
+  per distinct value;
+* every documented column of every record type checked against its kind (hex, decimal,
+  ASCII, USED/FREE, MM/DD/YY, HH:MM:SS), per type over the records of that type.
+
+A record line takes the fast path only when it is plain (printable ASCII, blanks and tabs),
+every token fits the widths read here and every column is valid; any other line is
+``fast = False`` and goes through the careful per-record parser (``decoder.parse_record``),
+which names the error. The fast path never accepts a line the careful parser rejects.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..layout import as_uint8
+from . import layout as L
+
+# bytes.isspace(): blank, \t, \n, \v, \f, \r
+WS = np.zeros(256, dtype=bool)
+WS[[0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x20]] = True
+# bytes a fast-path record line may hold: printable ASCII, blank and tab
+PLAIN = np.zeros(256, dtype=bool)
+PLAIN[0x21:0x7F] = True
+PLAIN[[0x09, 0x20]] = True
+
+_BAD = 255
+HEXVAL = np.full(256, _BAD, dtype=np.uint8)
+for _i, _c in enumerate(b"0123456789abcdef"):
+    HEXVAL[_c] = _i
+for _i, _c in enumerate(b"ABCDEF"):
+    HEXVAL[_c] = 10 + _i
+DECVAL = np.full(256, _BAD, dtype=np.uint8)
+for _i, _c in enumerate(b"0123456789"):
+    DECVAL[_c] = _i
+
+HEX_WIDTH = 16          # hex tokens read on the fast path (longer: careful path)
+DEC_WIDTH = 18          # decimal digits read on the fast path (fits int64)
+ADDR_WIDTH = 8          # addr / link: 32 bits (MAX_ADDR)
+HEAD_DEC_WIDTH = 9      # len / xid / id
+TYPE_WIDTH = 16
+
+LINE_BLANK, LINE_DUMP, LINE_HEADER, LINE_RECORD = 0, 1, 2, 3
+
+
+def _pow(base: int, width: int) -> np.ndarray:
+    return (np.uint64(base) ** np.arange(width - 1, -1, -1, dtype=np.uint64)).astype(np.uint64)
+
+
+_POW = {(16, HEX_WIDTH): _pow(16, HEX_WIDTH), (10, DEC_WIDTH): _pow(10, DEC_WIDTH),
+        (16, ADDR_WIDTH): _pow(16, ADDR_WIDTH), (10, HEAD_DEC_WIDTH): _pow(10, HEAD_DEC_WIDTH),
+        (10, 2): _pow(10, 2)}
+
+
+PAD = 32                # blank bytes before and after the compact buffer of record lines
+
+
+def read_number(buf: np.ndarray, s: np.ndarray, e: np.ndarray, base: int,
+                width: int) -> tuple[np.ndarray, np.ndarray]:
+    """Unsigned numbers in ``buf[s:e]`` (digits only): (values as uint64, ok mask). Not ok:
+    empty, longer than ``width``, or a byte that is not a digit of ``base``. ``buf`` has
+    ``PAD`` bytes before and after every span (no index leaves it)."""
+    n = len(s)
+    if n == 0:
+        return np.zeros(0, np.uint64), np.zeros(0, bool)
+    table = HEXVAL if base == 16 else DECVAL
+    length = e - s
+    ok = (length >= 1) & (length <= width)
+    value = np.zeros(n, dtype=np.uint64)
+    b = np.uint64(base)
+    first = e - width
+    for k in range(width):
+        pos = first + k
+        d = table[buf[pos]]
+        d[pos < s] = 0
+        ok &= d != _BAD
+        value *= b
+        value += d
+    value[~ok] = 0
+    return value, ok
+
+
+def gather_left(buf: np.ndarray, s: np.ndarray, e: np.ndarray, width: int) -> np.ndarray:
+    """``(n, width)`` uint8: each token's first ``width`` bytes, NUL-padded (``buf`` padded)."""
+    pos = s[:, None] + np.arange(width)[None, :]
+    ch = buf[pos]
+    ch[pos >= e[:, None]] = 0
+    return ch
+
+
+def gather_left_safe(buf: np.ndarray, s: np.ndarray, e: np.ndarray, width: int) -> np.ndarray:
+    """``gather_left`` for a buffer without padding."""
+    pos = np.minimum(s[:, None] + np.arange(width)[None, :], max(len(buf) - 1, 0))
+    ch = buf[pos] if len(buf) else np.zeros(pos.shape, np.uint8)
+    ch[pos >= e[:, None]] = 0
+    return ch
+
+
+def substrings(buf: np.ndarray, s: np.ndarray, e: np.ndarray) -> pa.Array:
+    """``buf[s:e]`` for every row as an Arrow string array (the bytes are printable ASCII)."""
+    lengths = (e - s).astype(np.int64)
+    offsets = np.zeros(len(s) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    total = int(offsets[-1])
+    if total:
+        idx = np.repeat(s.astype(np.int64) - offsets[:-1], lengths) + np.arange(total)
+        raw = buf[idx]
+    else:
+        raw = np.empty(0, np.uint8)
+    return pa.LargeStringArray.from_buffers(len(s), pa.py_buffer(offsets), pa.py_buffer(raw.tobytes())) \
+        .cast(pa.string())
+
+
+_HEX_PAIRS = np.frombuffer(b"".join(b"%02x" % i for i in range(256)), dtype=np.uint8).reshape(256, 2)
+
+
+def hex_digits(values: np.ndarray, width: int = 16) -> np.ndarray:
+    """``(n, width)`` uint8: lower-case hex digits of every value, zero-padded (width even)."""
+    v = np.ascontiguousarray(values, dtype=">u8")
+    raw = v.view(np.uint8).reshape(-1, 8)[:, 8 - width // 2:]
+    return _HEX_PAIRS[raw].reshape(len(v), width)
+
+
+def hex_text(values: np.ndarray) -> pa.Array:
+    """``format(v, "x")`` of every value (lower case, no leading zeros), as Arrow strings."""
+    v = np.asarray(values, dtype=np.uint64)
+    n = len(v)
+    width = 16 if n and int(v.max()) >> 32 else 8
+    digits = hex_digits(v, width)
+    ndig = np.ones(n, dtype=np.int64)
+    for k in range(1, width):
+        ndig += v >= (np.uint64(1) << np.uint64(4 * k))
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(ndig, out=offsets[1:])
+    # the last ndig digits of every row
+    idx = np.repeat(np.arange(n, dtype=np.int64) * width + width - offsets[1:], ndig) \
+        + np.arange(int(offsets[-1]))
+    raw = digits.reshape(-1)[idx]
+    return pa.LargeStringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(raw.tobytes())) \
+        .cast(pa.string())
+
+
+_HEX_UPPER_PAIRS = np.frombuffer(b"".join(b"%02X" % i for i in range(256)),
+                                 dtype=np.uint8).reshape(256, 2)
+
+
+def positions(uniqid: int, addr: np.ndarray) -> pa.Array:
+    """``<uniqid><addr>`` as 8 + 8 upper-case hex digits for every addr (32 bits)."""
+    n = len(addr)
+    out = np.empty((n, 16), dtype=np.uint8)
+    out[:, :8] = np.frombuffer(b"%08X" % uniqid, dtype=np.uint8)
+    raw = np.ascontiguousarray(addr, dtype=">u4").view(np.uint8).reshape(-1, 4)
+    out[:, 8:] = _HEX_UPPER_PAIRS[raw].reshape(n, 8)
+    offsets = np.arange(n + 1, dtype=np.int32) * 16
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(out.tobytes()))
+
+
+# ----------------------------------------------------------------- record types
+
+TYPE_NAMES: tuple[str, ...] = tuple(sorted(L.RECORD_TYPES))
+TYPE_CODE: dict[bytes, int] = {t.encode(): i for i, t in enumerate(TYPE_NAMES)}
+N_TYPES = len(TYPE_NAMES)
+UNKNOWN_TYPE = -1
+
+
+def _type_codes(mat: np.ndarray) -> np.ndarray:
+    """Codes of the record types in an ``(n, 16)`` uint8 matrix (UNKNOWN_TYPE: unknown)."""
+    n = len(mat)
+    if n == 0:
+        return np.zeros(0, np.int16)
+    words = np.ascontiguousarray(mat).view(np.uint64).reshape(n, 2)
+    key = words[:, 0] ^ (words[:, 1] * np.uint64(0x9E3779B97F4A7C15))
+    enc = pa.array(key).dictionary_encode()
+    inverse = enc.indices.to_numpy()
+    uniq = enc.dictionary.to_numpy()
+    first = np.zeros(len(uniq), dtype=np.int64)
+    first[inverse[::-1]] = np.arange(n - 1, -1, -1)     # first row of every distinct key
+    codes_u = np.array([TYPE_CODE.get(bytes(mat[i]).rstrip(b"\0"), UNKNOWN_TYPE) for i in first],
+                       dtype=np.int16)
+    codes = codes_u[inverse]
+    # hash collisions: every row must equal its group's representative
+    same = (words == words[first][inverse]).all(axis=1)
+    codes[~same] = UNKNOWN_TYPE
+    return codes
+
+
+# ----------------------------------------------------------------- the text
+
+_BLANK_LINE = r"^[\t\n\v\f\r ]*$"
+_WS_RE = r"[\t\n\v\f\r ]"
+# a header line: the six column titles, any case, any white space (bytes.split())
+_HEADER_LINE = "(?i)^" + (_WS_RE + "+").join(L.HEADER) + _WS_RE + "*$"
+
+
+def _lines_array(data, starts: np.ndarray, size: int) -> pa.Array:
+    """Every line (with its newline) as one zero-copy Arrow array over ``data``."""
+    offsets = np.append(starts, size).astype(np.int64)
+    return pa.LargeBinaryArray.from_buffers(pa.large_binary(), len(starts),
+                                            [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
+class Text:
+    """The lines of one onlog text, classified: blank, dump (indented), header, record."""
+
+    def __init__(self, data) -> None:
+        buf = self.buf = as_uint8(data)
+        n = self.size = len(buf)
+        nl = np.flatnonzero(buf == 0x0A)
+        starts = np.concatenate(([0], nl + 1)).astype(np.int64)
+        ends = np.concatenate((nl, [n])).astype(np.int64)
+        if n == 0 or buf[-1] == 0x0A:       # no unterminated last line
+            starts, ends = starts[:-1], ends[:-1]
+        self.complete = np.ones(len(starts), dtype=bool)
+        if len(starts) and buf[-1] != 0x0A:
+            self.complete[-1] = False
+        if n:
+            ends = ends - ((ends > starts) & (buf[np.maximum(ends - 1, 0)] == 0x0D))
+        self.starts, self.ends = starts, ends
+        self.n_lines = m = len(starts)
+        self.array = _lines_array(data if isinstance(data, (bytes, bytearray)) else buf.tobytes(),
+                                  starts, n) if m else None
+        kind = np.full(m, LINE_BLANK, dtype=np.int8)
+        if m:
+            nonempty = ends > starts
+            first = buf[np.minimum(starts, n - 1)]
+            indented = nonempty & WS[first]
+            kind[nonempty & ~indented] = LINE_RECORD
+            if indented.any():
+                # an indented line is blank only if its last byte is white space too
+                last = buf[np.maximum(ends - 1, 0)]
+                maybe = np.flatnonzero(indented & WS[last])
+                kind[indented] = LINE_DUMP
+                if len(maybe):
+                    blank = pc.match_substring_regex(pc.take(self.array, pa.array(maybe)),
+                                                     _BLANK_LINE)
+                    kind[maybe[np.asarray(blank.to_numpy(zero_copy_only=False), dtype=bool)]] = \
+                        LINE_BLANK
+            # header lines: a first token starting with "addr" (any case) is not hex
+            cand = np.flatnonzero(kind == LINE_RECORD)
+            head4 = gather_left_safe(buf, starts[cand], ends[cand], 4) | 0x20
+            maybe = cand[(head4 == np.frombuffer(b"addr", np.uint8)).all(axis=1)]
+            if len(maybe):
+                heads = pc.match_substring_regex(pc.take(self.array, pa.array(maybe)), _HEADER_LINE)
+                kind[maybe[np.asarray(heads.to_numpy(zero_copy_only=False), dtype=bool)]] = \
+                    LINE_HEADER
+        self.kind = kind
+
+    def line(self, i: int) -> bytes:
+        return bytes(self.buf[self.starts[i]:self.ends[i]])
+
+    def records(self) -> "Records":
+        return Records(self, np.flatnonzero(self.kind == LINE_RECORD))
+
+
+def is_header(line: bytes) -> bool:
+    return [t.lower() for t in line.split()] == [h.encode() for h in L.HEADER]
+
+
+def _counts(mask: np.ndarray) -> np.ndarray:
+    """``out[i]``: how many of ``mask[:i]`` are true (int32, ``len(mask) + 1`` values)."""
+    out = np.zeros(len(mask) + 1, dtype=np.int32)
+    out[1:] = mask
+    np.cumsum(out, out=out)
+    return out
+
+
+def _is_digit(b: np.ndarray) -> np.ndarray:
+    return (b - np.uint8(48)) < 10
+
+
+def _is_hex(b: np.ndarray) -> np.ndarray:
+    return _is_digit(b) | (((b | np.uint8(0x20)) - np.uint8(97)) < 6)
+
+
+class Records:
+    """The record lines of a ``Text``: tokens, header fields, typed columns (fast path).
+
+    The record lines are first copied into one compact buffer (Arrow ``take`` over the
+    lines), so that no byte of a dump line is touched again."""
+
+    def __init__(self, text: Text, lines: np.ndarray) -> None:
+        self.text = text
+        self.lines = lines                       # line index of each record
+        self.n = nrec = len(lines)
+        if nrec:
+            compact = pc.take(text.array, pa.array(lines))
+            off = np.frombuffer(compact.buffers()[1], np.int64)[compact.offset:compact.offset + nrec + 1]
+            raw = np.frombuffer(compact.buffers()[2], np.uint8)
+            buf = np.full(int(off[-1] - off[0]) + 2 * PAD, 0x20, dtype=np.uint8)
+            buf[PAD:-PAD] = raw[off[0]:off[-1]]
+            off = off - off[0] + PAD
+        else:
+            buf, off = np.full(2 * PAD, 0x20, np.uint8), np.full(1, PAD, np.int64)
+        self.buf = buf
+        s = off[:-1]
+        e = s + (text.ends[lines] - text.starts[lines])
+        buf[e[e < off[1:]]] = 0x20                # the line ends (\r, \n) become blanks
+        cr = e + 1 < off[1:]
+        buf[e[cr] + 1] = 0x20
+        self.s, self.e = s, e
+        fast = np.ones(nrec, dtype=bool)
+        odd = np.flatnonzero(((buf < 0x20) & (buf != 0x09)) | (buf > 0x7E))
+        if len(odd):
+            fast[np.searchsorted(s, odd, side="right") - 1] = False
+        tb = buf > 0x20                          # the padding is blank: no token at the ends
+        tok_s = np.flatnonzero(tb[1:] & ~tb[:-1]) + 1
+        tok_e = np.flatnonzero(tb[:-1] & ~tb[1:]) + 1
+        self.first = np.searchsorted(tok_s, s).astype(np.int64)
+        self.ntok = np.diff(np.append(self.first, len(tok_s)))
+        self.tok_s, self.tok_e = tok_s, tok_e
+        self._tok: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        # bytes that are not hex / not decimal digits, counted up to every position
+        self._nonhex = _counts(~_is_hex(buf))
+        self._nondec = _counts(~_is_digit(buf))
+        fast &= self.ntok >= L.N_HEADER
+        # header fields
+        self.addr, ok = self.number(0, 16, ADDR_WIDTH)
+        fast &= ok
+        fast &= self.all_digits(1)
+        ts, te = self.token(2)
+        self.tcode = _type_codes(gather_left(buf, ts, te, TYPE_WIDTH))
+        self.tcode[(te - ts) > TYPE_WIDTH] = UNKNOWN_TYPE
+        fast &= self.tcode != UNKNOWN_TYPE
+        self.xid, ok = self.number(3, 10, HEAD_DEC_WIDTH)
+        fast &= ok
+        fast &= self.all_digits(4)
+        self.link, ok = self.number(5, 16, ADDR_WIDTH)
+        fast &= ok
+        self.fast = fast
+        self._check_columns()
+
+    # -- tokens
+    def token(self, j: int, rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Start and end of token ``j`` of every record (of ``rows``); a record without it
+        gets an empty span (at ``PAD``)."""
+        got = self._tok.get(j)
+        if got is None:
+            has = self.ntok > j
+            if len(self.tok_s) == 0:
+                z = np.full(self.n, PAD, np.int64)
+                got = (z, z.copy())
+            else:
+                idx = np.minimum(np.where(has, self.first + j, 0), len(self.tok_s) - 1)
+                got = (np.where(has, self.tok_s[idx], PAD), np.where(has, self.tok_e[idx], PAD))
+            self._tok[j] = got
+        if rows is None:
+            return got
+        return got[0][rows], got[1][rows]
+
+    def last_token_end(self, rows: np.ndarray) -> np.ndarray:
+        idx = self.first[rows] + self.ntok[rows] - 1
+        return self.tok_e[idx]
+
+    def number(self, j: int, base: int, width: int, rows: np.ndarray | None = None):
+        s, e = self.token(j, rows)
+        return read_number(self.buf, s, e, base, width)
+
+    def all_digits(self, j: int, rows: np.ndarray | None = None, base: int = 10,
+                   signed: bool = False) -> np.ndarray:
+        """Token j is a (non-empty) run of digits of ``base`` (a leading ``-`` if ``signed``)."""
+        s, e = self.token(j, rows)
+        if signed:
+            s = s + ((e - s >= 2) & (self.buf[s] == 0x2D))
+        count = self._nonhex if base == 16 else self._nondec
+        return (e > s) & (count[e] == count[s])
+
+    # -- typed columns, per record type
+    def _check_columns(self) -> None:
+        buf = self.buf
+        fast = self.fast
+        for code in np.unique(self.tcode[fast]):
+            rtype = TYPE_NAMES[code]
+            cols = L.RECORD_TYPES[rtype]
+            rows = np.flatnonzero(fast & (self.tcode == code))
+            ok = self.ntok[rows] >= L.N_HEADER + len(cols)
+            for k, (_name, kind, _label) in enumerate(cols):
+                j = L.N_HEADER + k
+                if kind == L.HEX:
+                    ok &= self.all_digits(j, rows, 16)
+                elif kind == L.DEC:
+                    ok &= self.all_digits(j, rows, 10, signed=True)
+                elif kind == L.USED_FREE:
+                    s, e = self.token(j, rows)
+                    four = gather_left(buf, s, e, 4)
+                    word = np.ascontiguousarray(four).view(np.uint32).reshape(-1)
+                    ok &= ((e - s) == 4) & ((word == _USED) | (word == _FREE))
+                elif kind == L.DATE:
+                    ok &= date_ok(buf, *self.token(j, rows))
+                elif kind == L.TIME:
+                    ok &= time_ok(buf, *self.token(j, rows))
+                # ASCII: any token (the line is plain)
+            fast[rows[~ok]] = False
+
+    # -- values the decoder needs
+    def hex_column(self, j: int, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(values, ok): hex token j of ``rows`` (not ok: longer than 16 digits)."""
+        return self.number(j, 16, HEX_WIDTH, rows)
+
+    def rest_of_line(self, j: int, rows: np.ndarray) -> pa.Array:
+        s, _ = self.token(j, rows)
+        return substrings(self.buf, s, self.last_token_end(rows))
+
+    def local_seconds(self, j: int, rows: np.ndarray) -> np.ndarray:
+        """Seconds since 1970-01-01 of the (valid) date and time at tokens j, j+1 (naive)."""
+        buf = self.buf
+        ds, _ = self.token(j, rows)
+        ts, _ = self.token(j + 1, rows)
+        mm, dd, yy = (_two(buf, ds + k) for k in (0, 3, 6))
+        year = np.where(yy >= L.YEAR_PIVOT, 1900 + yy, 2000 + yy)
+        days = _days_from_civil(year, mm, dd)
+        hh, mi, ss = (_two(buf, ts + k) for k in (0, 3, 6))
+        return days * 86400 + hh * 3600 + mi * 60 + ss
+
+
+_USED = np.frombuffer(b"USED", np.uint32)[0]
+_FREE = np.frombuffer(b"FREE", np.uint32)[0]
+_DIM = np.array([0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31], dtype=np.int64)
+
+
+def _two(buf: np.ndarray, at: np.ndarray) -> np.ndarray:
+    return (buf[at].astype(np.int64) - 48) * 10 + (buf[at + 1].astype(np.int64) - 48)
+
+
+def _pattern(buf, s, e, sep: int) -> np.ndarray:
+    """Tokens of exactly ``dd<sep>dd<sep>dd``."""
+    ok = (e - s) == 8
+    m = gather_left(buf, s, e, 8)
+    digit = (m >= 0x30) & (m <= 0x39)
+    return ok & digit[:, [0, 1, 3, 4, 6, 7]].all(axis=1) & (m[:, 2] == sep) & (m[:, 5] == sep)
+
+
+def date_ok(buf, s, e) -> np.ndarray:
+    ok = _pattern(buf, s, e, 0x2F)
+    mm, dd, yy = (_two(buf, s + k) for k in (0, 3, 6))
+    year = np.where(yy >= L.YEAR_PIVOT, 1900 + yy, 2000 + yy)
+    leap = (year % 4 == 0) & ((year % 100 != 0) | (year % 400 == 0))
+    month_ok = (mm >= 1) & (mm <= 12)
+    dim = _DIM[np.where(month_ok, mm, 0)] + ((mm == 2) & leap)
+    return ok & month_ok & (dd >= 1) & (dd <= dim)
+
+
+def time_ok(buf, s, e) -> np.ndarray:
+    ok = _pattern(buf, s, e, 0x3A)
+    hh, mi, ss = (_two(buf, s + k) for k in (0, 3, 6))
+    return ok & (hh < 24) & (mi < 60) & (ss < 60)
+
+
+def _days_from_civil(y: np.ndarray, m: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """Days since 1970-01-01 of proleptic Gregorian dates (H. Hinnant's algorithm)."""
+    y = y - (m <= 2)
+    era = np.floor_divide(y, 400)
+    yoe = y - era * 400
+    mp = (m + 9) % 12
+    doy = (153 * mp + 2) // 5 + d - 1
+    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
+    return era * 146097 + doe - 719468

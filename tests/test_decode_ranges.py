@@ -1,0 +1,71 @@
+"""Byte ranges, not files (issue 14): an archive above the split size decodes as several Spark
+tasks, cut at record boundaries, into exactly the events of the archive decoded whole."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import pyarrow.dataset as pads
+import pytest
+
+from dblog import decode as D
+from dblog.config import load_config
+from dblog.paths import DataRoot
+from dblog.pipeline import stage_night
+from dblog.stage import load_manifest
+from dblog.synthcmd import synth
+
+from .conftest import write_config
+
+pytestmark = pytest.mark.spark
+SPLITTABLE = ["fin_rdb"]          # grows as the format engineers add split()
+
+
+def _events(run_dir: Path) -> list[dict]:
+    t = pads.dataset(str(run_dir / D.EVENTS_DIR), format="parquet").to_table()
+    rows = t.to_pylist()
+    return sorted(rows, key=lambda r: (r["source"], r["archive_file"], r["record_index"],
+                                       r["kind"], r["record_offset"]))
+
+
+@pytest.fixture(scope="module")
+def night(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("ranges")
+    cfg = write_config(tmp, [{"name": "fin_rdb", "format": "rdb", "timezone": "Europe/Berlin"}])
+    config = load_config(cfg)
+    root = DataRoot(tmp / "data")
+    synth(config, config.select(None), root, dt.date(2026, 11, 1), 1, 150)
+    return cfg, root
+
+
+def test_split_archives_decode_to_the_events_of_whole_archives(spark, night, monkeypatch):
+    cfg, root = night
+    whole = stage_night("2026-11-01", str(cfg), str(root.root), run_id="whole")
+    D.decode_stage(spark, load_manifest(whole), whole)
+    split = stage_night("2026-11-01", str(cfg), str(root.root), run_id="split")
+    manifest = load_manifest(split)
+    monkeypatch.setenv(D.SPLIT_ENV, "4000")
+    ranges = D.plan_ranges(spark, manifest)
+    sizes = {a["file"]: a["size"] for s in manifest["sources"] for a in s["archives"]}
+    assert set(k[0] for k in ranges) == set(SPLITTABLE) and ranges
+    for (_source, file), rs in ranges.items():
+        assert len(rs) > 3 and rs[0]["start"] == 0 and rs[-1]["end"] == sizes[file]
+        assert all(a["end"] == b["start"] for a, b in zip(rs, rs[1:]))
+    units = D.work_units(manifest, ranges)
+    assert len(units) == sum(len(r) for r in ranges.values())
+    D.decode_stage(spark, manifest, split)
+    got, want = _events(split), _events(whole)
+    assert len(got) == len(want) and got == want
+    # bytes add up per archive, records are numbered 0.. without gaps
+    for file, size in sizes.items():
+        rows = [r for r in got if r["archive_file"] == file]
+        assert sum(r["n_bytes"] for r in rows) == size
+
+
+def test_split_size_setting(monkeypatch):
+    monkeypatch.setenv(D.SPLIT_ENV, "nonsense")
+    with pytest.raises(ValueError, match=D.SPLIT_ENV):
+        D.split_bytes()
+    monkeypatch.delenv(D.SPLIT_ENV)
+    assert D.split_bytes() == 32 << 20
