@@ -163,3 +163,8 @@ def index_warnings(agg: dict) -> list[str]:
         return []
     return ['<h2 id="warnings">Warnings</h2><ul class="warnings">'
             + "".join(f"<li>{line}</li>" for line in lines) + "</ul>"]
+
+
+def source_section(name: str, a: dict) -> str:
+    """The sections of one source's page as one HTML string (``report.register_section``)."""
+    return "".join(source_sections(a))
