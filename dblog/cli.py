@@ -51,6 +51,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--master", help="Spark master (default local[*])")
     run.add_argument("--run-id", help="run id (default: generated)")
     run.add_argument("--json", action="store_true", help="print the result as JSON")
+    run.add_argument("--accept-loss", action="append", default=[], metavar="PATTERN",
+                     help="accept the loss of archives that cannot be read or decoded and whose "
+                          "name (<source>/<date>/<file>, shell pattern) matches: their source's "
+                          "night publishes without them; recorded in the audit and the report "
+                          "(repeatable)")
 
     syn = sub.add_parser("synth", help="write sample nights of archives into the landing zone")
     common(syn)
@@ -109,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     progress = show_progress_with_logs(Progress())
     try:
         result = run_night(args.date, str(cfg.path), str(root.root), args.sources, args.master,
-                           args.run_id, progress=progress)
+                           args.run_id, progress=progress, accept_loss=args.accept_loss)
     except RunFailed as exc:
         print(f"dblog: {exc}", file=sys.stderr)
         return 3

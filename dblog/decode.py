@@ -30,6 +30,8 @@ from decoders.base import DecodeContext
 from decoders.catalog import parse_catalog
 from decoders.events import EVENT_SCHEMA, EventSink
 
+from .landing import read_archive
+
 EVENTS_DIR = "events"
 UNIT_SCHEMA = "unit_id INT, payload STRING"
 RANGE_SCHEMA = "unit_id INT, ranges STRING"
@@ -62,6 +64,7 @@ def work_units(manifest: dict, ranges: dict | None = None) -> list[dict]:
     for src in manifest["sources"]:
         fmt = get_format(src["format"])
         common = {k: src[k] for k in ("name", "format", "timezone", "options", "catalog")}
+        common["data_root"] = manifest.get("data_root")
         if fmt.SEQUENTIAL:
             if src["archives"] or src["carry"]:
                 units.append({**common, "archives": src["archives"], "carry": src["carry"],
@@ -91,7 +94,7 @@ def split_archive(unit: dict, target: int) -> list[dict]:
     ctx = DecodeContext(unit["name"], unit["format"], catalog, archive["file"],
                         unit.get("options") or {}, unit.get("timezone") or "UTC")
     try:
-        data = read_bytes(archive["path"])
+        data = read_bytes(archive, data_root=unit.get("data_root"))
         ranges = fmt.split(data, ctx, target)
     except Exception:  # noqa: BLE001 - an archive that cannot be framed decodes whole
         return [{"start": 0, "end": archive["size"], "index": 0}]
@@ -121,6 +124,7 @@ def plan_ranges(spark, manifest: dict, target: int | None = None) -> dict:
     big = []
     for src in manifest["sources"]:
         common = {k: src[k] for k in ("name", "format", "timezone", "options", "catalog")}
+        common["data_root"] = manifest.get("data_root")
         for a in src["archives"]:
             if _splittable(src, a, target):
                 big.append({**common, "archives": [a]})
@@ -139,18 +143,29 @@ def plan_ranges(spark, manifest: dict, target: int | None = None) -> dict:
     return out
 
 
-def read_bytes(path: str, start: int = 0, end: int | None = None) -> bytes:
-    """The archive's bytes (``[start, end)`` of it for a range)."""
-    from pyarrow import fs as pafs
+# error classes of an archive lost whole: all its bytes are quarantined, and the source's
+# night fails unless the operator accepted the loss (``dblog run --accept-loss``)
+LOST_CLASSES = ("unreadable", "decoder_error")
 
-    filesystem, inner = pafs.FileSystem.from_uri(path if "://" in path else Path(path).resolve().as_uri())
-    if start == 0 and end is None:
-        with filesystem.open_input_stream(inner) as f:
-            return f.readall()
-    with filesystem.open_input_file(inner) as f:
-        size = f.size() if end is None else end
-        got = f.read_at(size - start, start)
-        return got if isinstance(got, bytes) else got.to_pybytes()
+
+def read_bytes(archive: dict | str, start: int = 0, end: int | None = None,
+               data_root: str | None = None) -> bytes:
+    """The bytes of a staged archive (a manifest entry: read by its real bytes path, checked
+    against the data root and the staged size), ``[start, end)`` of it for a range, or of a
+    path or URI. ``OSError`` if not (``landing.read_archive``)."""
+    return read_archive(archive, data_root, start, end)
+
+
+def _lost(sink: EventSink, archive: dict, error_class: str, message: str, raw: bytes | None = None,
+          start: int = 0, index: int = 0, span: int | None = None) -> None:
+    """The archive (or its range ``start``, ``span`` bytes) is lost whole: one quarantine row
+    standing for all its bytes (and no record: how many there were is not known)."""
+    span = int(archive.get("size") or 0) if span is None else span
+    sink.add("quarantine", start, index, 0, error_class=error_class, n_bytes=span,
+             message=(message + (" (loss accepted by the operator)" if archive.get("accept_loss") else
+                                 "; the source's night fails unless the loss is accepted "
+                                 "(dblog run --accept-loss)"))[:1000],
+             raw_hex=raw[:256].hex() if raw else None)
 
 
 def decode_unit(unit: dict) -> Iterator[pa.RecordBatch]:
@@ -171,10 +186,11 @@ def decode_unit(unit: dict) -> Iterator[pa.RecordBatch]:
                             split=rng.get("split") if rng else None)
         what = archive["file"] + (f" bytes {start}..{end}" if rng else "")
         try:
-            data = read_bytes(archive["path"], start, end) if rng else read_bytes(archive["path"])
-        except OSError as exc:
-            sink.add("quarantine", start, first, 1, error_class="unreadable", n_bytes=span,
-                     message=f"{what}: cannot read archive: {exc}")
+            data = read_bytes(archive, start, end, unit.get("data_root"))
+        except (OSError, ValueError) as exc:
+            _lost(sink, archive, "unreadable",
+                  f"{what}: cannot read the archive, all {span} bytes quarantined: {exc}",
+                  start=start, index=first, span=span)
             yield from sink.batches()
             continue
         try:
@@ -182,15 +198,21 @@ def decode_unit(unit: dict) -> Iterator[pa.RecordBatch]:
         except Exception as exc:  # a decoder bug must not stop the night: quarantine the bytes
             sink = EventSink(unit["name"], unit["format"], archive["file"])
             tb = traceback.format_exception_only(type(exc), exc)[-1].strip()
-            sink.add("quarantine", start, first, 1, error_class="decoder_error", n_bytes=len(data),
-                     message=f"{what}: decoder failed, whole {'range' if rng else 'archive'} "
-                             f"quarantined: {tb}",
-                     raw_hex=data[:256].hex())
+            _lost(sink, archive, "decoder_error",
+                  f"{what}: decoder failed, whole {'range' if rng else 'archive'} ({len(data)} bytes) "
+                  f"quarantined: {tb}", data, start=start, index=first, span=len(data))
         yield from sink.batches()
     if unit.get("emit_carry"):
         sink = EventSink(unit["name"], unit["format"],
                          unit["archives"][-1]["file"] if unit["archives"] else "")
-        sink.add("carry", -1, -1, 0, n_bytes=0, message=json.dumps(carry) if carry is not None else None)
+        try:
+            text = json.dumps(carry) if carry is not None else None
+        except (TypeError, ValueError) as exc:   # e.g. an int of more than 4,300 digits
+            sink.add("quarantine", -1, -1, 0, error_class="carry_error", n_bytes=0,
+                     message=f"{sink.archive_file}: the decoder state carried to the next night "
+                             f"cannot be written ({exc}); the next night starts without it")
+            text = None
+        sink.add("carry", -1, -1, 0, n_bytes=0, message=text)
         yield from sink.batches()
 
 

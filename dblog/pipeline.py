@@ -17,6 +17,7 @@ from decoders.errors import ConfigError
 
 from .config import load_config
 from .decode import decode_stage
+from .landing import record_published
 from .lineage import Lineage, observed
 from .metrics import record_seconds
 from .mirror import mirror_stage
@@ -84,11 +85,12 @@ class RunResult:
 
 
 def stage_night(date: str, config: str | None = None, data_root: str | None = None,
-                sources: list[str] | None = None, run_id: str | None = None) -> Path:
+                sources: list[str] | None = None, run_id: str | None = None,
+                accept_loss: list[str] | tuple[str, ...] = ()) -> Path:
     cfg = load_config(config)
     root = DataRoot.of(data_root)
     run_id = safe_run_id(run_id) if run_id else new_run_id(date)
-    stage(cfg, cfg.select(sources), root, date, run_id)
+    stage(cfg, cfg.select(sources), root, date, run_id, accept_loss)
     return root.staging(run_id)
 
 
@@ -113,17 +115,22 @@ def validate_night(spark, run_dir: Path):
 
 def publish_night(run_dir: Path, only_sources: list[str] | None = None) -> Path:
     manifest = load_manifest(run_dir)
-    return publish(DataRoot.of(manifest["data_root"]), manifest, run_dir, load_summary(run_dir),
-                   only_sources)
+    version = publish(DataRoot.of(manifest["data_root"]), manifest, run_dir, load_summary(run_dir),
+                      only_sources)
+    record_published(manifest["data_root"], manifest, only_sources)
+    return version
 
 
 @observed
 def run_night(date: str, config: str | None = None, data_root: str | None = None,
               sources: list[str] | None = None, master: str | None = None,
-              run_id: str | None = None, spark=None, progress=None) -> RunResult:
+              run_id: str | None = None, spark=None, progress=None,
+              accept_loss: list[str] | tuple[str, ...] = ()) -> RunResult:
     """Stage, decode, order, validate and (if valid) publish one logical date.
     ``progress`` shows the stages as they run (``dblog.progress``); the run's OpenLineage
-    events and stage seconds are written by ``dblog.lineage`` and ``dblog.metrics``."""
+    events and stage seconds are written by ``dblog.lineage`` and ``dblog.metrics``.
+    ``accept_loss``: shell patterns of archives (``<source>/<date>/<file>``) whose loss
+    (unreadable, decoder crash) does not fail their source's night."""
     from .spark import get_session
 
     progress = progress or Progress(enabled=False)
@@ -141,7 +148,7 @@ def run_night(date: str, config: str | None = None, data_root: str | None = None
     current, run_dir = "stage", None
     try:
         progress.begin("stage")
-        run_dir = stage_night(date, config, data_root, sources, run_id)
+        run_dir = stage_night(date, config, data_root, sources, run_id, accept_loss)
         lineage = Lineage(load_manifest(run_dir)).start(run_dir)
         current = "spark session"
         spark = spark or get_session(master or "local[*]")
@@ -229,18 +236,20 @@ def to_json(result: RunResult) -> str:
 PARTS_DIR = "parts"
 
 
-def stage_source_part(date: str, source: str, run_dir: Path, config: str | None = None) -> Path:
+def stage_source_part(date: str, source: str, run_dir: Path, config: str | None = None,
+                      accept_loss: list[str] | tuple[str, ...] = ()) -> Path:
     """Stage one source of a run into ``<run_dir>/parts/<source>/manifest.json``."""
     cfg = load_config(config)
     run_dir = Path(run_dir)
     root = DataRoot(run_dir.parent.parent)
     part_id = f"{run_dir.name}/{PARTS_DIR}/{source}"
-    stage(cfg, cfg.select([source]), root, date, part_id)
+    stage(cfg, cfg.select([source]), root, date, part_id, accept_loss)
     return root.staging(part_id)
 
 
 def merge_stage_parts(run_dir: Path, sources: list[str]) -> dict:
     """Merge the per-source parts into ``<run_dir>/manifest.json`` (in the order given)."""
+    from .order import STATE
     from .stage import MANIFEST
 
     run_dir = Path(run_dir)
@@ -252,10 +261,19 @@ def merge_stage_parts(run_dir: Path, sources: list[str]) -> dict:
         raise ValueError(f"parts of {run_dir} are for different dates: {sorted(dates)}")
     first = parts[0]
     manifest = {"run_id": run_dir.name, "date": first["date"], "data_root": first["data_root"],
-                "config": first["config"], "sources": [e for p in parts for e in p["sources"]]}
+                "config": first["config"],
+                "accept_loss": sorted({a for p in parts for a in p.get("accept_loss") or []}),
+                "sources": [e for p in parts for e in p["sources"]]}
     tmp = run_dir / (MANIFEST + ".tmp")
     tmp.write_text(json.dumps(manifest, indent=1))
     tmp.replace(run_dir / MANIFEST)
+    # each part's list of archives joins the run's state (published with the night)
+    import shutil
+
+    for s in sources:
+        part_state = run_dir / PARTS_DIR / s / STATE
+        if part_state.is_dir():
+            shutil.copytree(part_state, run_dir / STATE, dirs_exist_ok=True)
     return manifest
 
 

@@ -33,6 +33,7 @@ import json
 from pathlib import Path
 from typing import Callable
 
+from . import landing_report
 from . import metrics as M
 from .order import AUDIT, CHANGES, QUARANTINE, read_staged
 from .paths import DataRoot
@@ -76,6 +77,7 @@ def _aggregates(spark, manifest: dict, run_dir: Path) -> dict:
     for r in changes.filter(F.col("commit_ts").isNotNull()) \
             .groupBy("source", F.hour("commit_ts").alias("h")).count().collect():
         out[r["source"]]["hours"][r["h"]] = r["count"]
+    landing_report.summarize(spark, manifest, Path(run_dir), out)
     return out
 
 
@@ -652,6 +654,7 @@ def render(manifest: dict, agg: dict, success: bool, failures: list[str], result
                  + (_checks_table(flagged, show_source=True) if flagged else
                     "<p class=muted>none" + (f" ({len(waiting)} checks wait for history: "
                                              "not enough history yet)" if waiting else "") + "</p>"))
+    parts.extend(landing_report.index_warnings(agg))
     parts.append(_expectations(results))
     return _page(f"dblog {date}", parts)
 
@@ -660,6 +663,9 @@ def _write(path: Path, text: str) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(text, encoding="utf-8")
     tmp.replace(path)
+
+
+register_section(landing_report.source_section)
 
 
 @register_section

@@ -1,7 +1,8 @@
 """Stage: find the night's archives and freeze everything the run needs into its manifest.
 
 The manifest (``staging/<run_id>/manifest.json``) holds, per source: its configuration,
-its catalog, the archives of the night, the state left by the latest earlier night (held
+its catalog, the archives of the night (and, under ``landing``, every other file of the
+night's landing folder: ignored, refused, duplicate; see ``dblog/landing.py``), the state left by the latest earlier night (held
 transactions, decoder carry, last ``commit_seq``). Every later stage reads only the
 manifest and the data root, so the stages can run in different processes and machines.
 """
@@ -9,11 +10,13 @@ manifest and the data root, so the stages can run in different processes and mac
 from __future__ import annotations
 
 import json
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from decoders import get as get_format
 
 from .config import Config, Source
+from .landing import (ARCHIVE, ArchiveIndex, Entry, accepted, find_duplicates, scan,
+                      stage_night_archives)
 from .paths import DataRoot, check_date
 
 MANIFEST = "manifest.json"
@@ -58,40 +61,52 @@ def read_carry(state_dir: Path | None) -> dict | None:
     return None
 
 
-def list_archives(root: DataRoot, source: str, date: str) -> list[dict]:
-    night = root.landing_night(source, date)
-    if not night.is_dir():
-        return []
-    out = []
-    for p in sorted(night.rglob("*")):
-        if p.is_file() and not p.name.startswith("."):
-            out.append({"file": str(p.relative_to(root.landing)), "path": str(p),
-                        "size": p.stat().st_size})
-    return out
+def landing_entries(root: DataRoot, fmt, source: str, date: str, accept_loss=()) -> list[Entry]:
+    """Every file of the source's night as an entry, archives in the format's order and
+    told apart from duplicates (tonight's or of earlier published nights)."""
+    entries = scan(root.root, source, date)
+    archives = [e for e in entries if e.status == ARCHIVE]
+    archives.sort(key=lambda e: fmt.archive_sort_key(PurePosixPath(e.file).name))
+    others = [e for e in entries if e.status != ARCHIVE]
+    index = ArchiveIndex(root.root, source, date)
+    prev = previous_state(root, source, date)
+    if prev is not None:
+        index.heal(prev.name)
+    find_duplicates(archives, index)
+    for e in archives:
+        e.accept_loss = e.status == ARCHIVE and accepted(e.file, accept_loss)
+    return archives + others
 
 
-def stage(config: Config, sources: list[Source], root: DataRoot, date: str, run_id: str) -> dict:
+def stage(config: Config, sources: list[Source], root: DataRoot, date: str, run_id: str,
+          accept_loss: list[str] | tuple[str, ...] = ()) -> dict:
+    """Write the run's manifest (and each source's list of archives into the run's state).
+    ``accept_loss``: shell patterns of archive names whose loss (unreadable, decoder crash)
+    the operator accepts."""
     check_date(date)
     run_dir = root.staging(run_id)
     run_dir.mkdir(parents=True, exist_ok=True)
-    entries = []
+    accept_loss = [str(p) for p in accept_loss]
+    entries_out = []
     for src in sources:
         catalog = src.catalog()
         fmt = get_format(src.format)
-        archives = list_archives(root, src.name, date)
-        archives.sort(key=lambda a: fmt.archive_sort_key(Path(a["file"]).name))
+        entries = landing_entries(root, fmt, src.name, date, accept_loss)
+        archives = [e.to_json() for e in entries if e.status == ARCHIVE]
+        stage_night_archives(run_dir, src.name, archives, root.root)
         prev = previous_state(root, src.name, date)
-        entries.append({
+        entries_out.append({
             **src.to_json(),
             "catalog": catalog.to_json(),
             "archives": archives,
+            "landing": [e.to_json() for e in entries if e.status != ARCHIVE],
             "prev_state": str(prev) if prev else None,
             "prev_held": str(prev / HELD_DIR) if prev and (prev / HELD_DIR).is_dir() else None,
             "seq_base": read_seq(prev),
             "carry": read_carry(prev),
         })
     manifest = {"run_id": run_id, "date": date, "data_root": str(root.root),
-                "config": str(config.path), "sources": entries}
+                "config": str(config.path), "accept_loss": accept_loss, "sources": entries_out}
     tmp = run_dir / (MANIFEST + ".tmp")
     tmp.write_text(json.dumps(manifest, indent=1))
     tmp.replace(run_dir / MANIFEST)

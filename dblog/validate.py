@@ -135,34 +135,69 @@ def prepare_audit(spark, manifest: dict, run_dir: Path):
     from pyspark.sql import functions as F
 
     au = read_staged(spark, run_dir, AUDIT)
-    return au.select("source", "archive_file", "records_read", "published", "control", "skipped",
-                     "held_open", "quarantined",
+    return au.select("source", "archive_file", "entry", "records_read", "published", "control",
+                     "skipped", "held_open", "quarantined", "bytes_read", "bytes_decoded",
+                     "bytes_quarantined", "bytes_skipped", "reason",
                      # null anywhere counts as unaccounted (-1): GX passes nulls in value sets
                      F.coalesce(F.col("records_read") - F.col("published") - F.col("control")
                                 - F.col("skipped") - F.col("held_open") - F.col("quarantined"),
-                                F.lit(-1)).alias("unaccounted"))
+                                F.lit(-1)).alias("unaccounted"),
+                     F.coalesce(F.col("bytes_read") - F.col("bytes_decoded")
+                                - F.col("bytes_quarantined") - F.col("bytes_skipped"),
+                                F.lit(-1)).alias("bytes_unaccounted"),
+                     F.coalesce(F.col("lost") & ~F.coalesce("accepted_loss", F.lit(False)),
+                                F.lit(True)).alias("lost_not_accepted"))
 
 
 def prepare_quarantine(spark, manifest: dict, run_dir: Path):
+    """One row per source: quarantined shares of records and of bytes against its thresholds.
+
+    Not counted in the shares (they are reported apart): records of tables the catalog does
+    not know when the source says ``unknown_tables: quarantine`` (the default), and archives
+    whose loss the operator accepted. With ``unknown_tables: fail`` every ``unknown_table``
+    row fails the night."""
     from pyspark.sql import functions as F
 
+    def total(cond, col):
+        return F.coalesce(F.sum(F.when(cond, F.col(col))), F.lit(0)).cast("long")
+
+    archive = F.coalesce(F.col("entry"), F.lit("archive")) == "archive"
     au = read_staged(spark, run_dir, AUDIT).groupBy("source").agg(
-        F.sum("records_read").alias("records_read"), F.sum("quarantined").alias("quarantined"))
+        total(archive, "records_read").alias("records_read"),
+        total(archive, "quarantined").alias("quarantined"),
+        total(archive, "bytes_read").alias("bytes_read"),
+        total(archive, "bytes_quarantined").alias("bytes_quarantined"),
+        total(archive & F.coalesce("accepted_loss", F.lit(False)), "bytes_quarantined")
+        .alias("accepted_bytes"))
+    unknown = F.col("error_class") == "unknown_table"
     q = read_staged(spark, run_dir, QUARANTINE).groupBy("source").agg(
         F.count(F.lit(1)).alias("rows"),
-        F.sum(F.when(F.col("error_class") == "unknown_table", 1).otherwise(0)).alias("unknown_table_rows"),
+        F.sum(F.when(unknown, 1).otherwise(0)).alias("unknown_rows"),
+        total(unknown, "n_records").alias("unknown_records"),
+        total(unknown, "n_bytes").alias("unknown_bytes"),
         F.sum(F.when(F.col("archive_file").isNotNull() & F.col("record_offset").isNotNull()
                      & F.col("error_class").isNotNull(), 1).otherwise(0)).alias("located"))
     thr = spark.createDataFrame(
-        [(s["name"], float(s["quarantine_threshold"])) for s in manifest["sources"]],
-        "source STRING, threshold DOUBLE")
-    share = F.when(F.col("records_read") > 0, F.col("quarantined") / F.col("records_read")) \
+        [(s["name"], float(s["quarantine_threshold"]),
+          float(s.get("quarantine_threshold_bytes", s["quarantine_threshold"])),
+          s.get("unknown_tables") or "quarantine") for s in manifest["sources"]],
+        "source STRING, threshold DOUBLE, threshold_bytes DOUBLE, unknown_tables STRING")
+    tolerated = F.col("unknown_tables") == "quarantine"
+    counted = F.col("quarantined") - F.when(tolerated, F.col("unknown_records")).otherwise(0)
+    counted_bytes = F.col("bytes_quarantined") - F.col("accepted_bytes") \
+        - F.when(tolerated, F.col("unknown_bytes")).otherwise(0)
+    share = F.when(F.col("records_read") > 0, counted / F.col("records_read")).otherwise(F.lit(0.0))
+    byte_share = F.when(F.col("bytes_read") > 0, counted_bytes / F.col("bytes_read")) \
         .otherwise(F.lit(0.0))
     return thr.join(au, "source", "left").join(q, "source", "left").na.fill(0) \
-        .select("source", "threshold", "records_read", "quarantined", share.alias("share"),
-                (share <= F.col("threshold")).alias("under_threshold"),
+        .select("source", "threshold", "threshold_bytes", "unknown_tables", "records_read",
+                "quarantined", share.alias("share"), (share <= F.col("threshold")).alias("under_threshold"),
+                "bytes_read", "bytes_quarantined", byte_share.alias("byte_share"),
+                (byte_share <= F.col("threshold_bytes")).alias("bytes_under_threshold"),
                 (F.col("rows") == F.col("located")).alias("rows_located"),
-                F.col("unknown_table_rows").cast("long").alias("unknown_table_rows"))
+                F.when(tolerated, F.lit(0)).otherwise(F.col("unknown_rows")).cast("long")
+                .alias("unknown_table_rows"),
+                F.col("unknown_rows").cast("long").alias("unknown_table_rows_quarantined"))
 
 
 PREPARE = {"events": prepare_events, "changes": prepare_changes, "transactions": prepare_transactions,

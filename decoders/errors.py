@@ -88,9 +88,16 @@ class UnknownRecordType(Corrupt):
 
 
 class UnknownTable(DecodeError):
-    """A record for a table the catalog does not describe."""
+    """A record for a table the catalog does not describe. ``table_id`` (default: the
+    ``actual`` value) goes onto the quarantine row, so that the report can name the table
+    and give a catalog stub for it."""
 
     error_class = "unknown_table"
+
+    def __init__(self, message: str, *, table_id: str | None = None, **where: object) -> None:
+        super().__init__(message, **where)
+        actual = where.get("actual")
+        self.table_id = table_id if table_id is not None else (None if actual is None else str(actual))
 
 
 class BrokenChain(Corrupt):

@@ -147,7 +147,10 @@ class EventSink:
 
     def quarantine(self, error, record_offset: int, record_index: int, raw: bytes | None,
                    n_records: int = 1, **fields: Any) -> None:
-        """A record that could not be decoded (``error`` is a ``DecodeError``)."""
+        """A record that could not be decoded (``error`` is a ``DecodeError``; an
+        ``UnknownTable`` puts its table id on the row)."""
+        if "table_id" not in fields and getattr(error, "table_id", None) is not None:
+            fields["table_id"] = error.table_id
         self.add("quarantine", record_offset, record_index, n_records,
                  error_class=getattr(error, "error_class", type(error).__name__),
                  message=str(error), raw_hex=raw_hex(raw), **fields)

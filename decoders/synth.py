@@ -122,16 +122,18 @@ class Expected:
         return dict(self.__dict__)
 
 
-_renderers: dict[int, RowRenderer] = {}
+# id(table) -> (table, its renderer); the table is kept so that its id is never reused
+# by another table while the entry lives
+_renderers: dict[int, tuple[Table, RowRenderer]] = {}
 
 
 def render(table: Table, values: list | None) -> str | None:
     if values is None:
         return None
-    r = _renderers.get(id(table))
-    if r is None or r.columns != tuple(table.columns):   # ids of freed tables are reused
-        r = _renderers[id(table)] = RowRenderer(table.columns)
-    return r(values)
+    hit = _renderers.get(id(table))
+    if hit is None or hit[0] is not table:
+        hit = _renderers[id(table)] = (table, RowRenderer(table.columns))
+    return hit[1](values)
 
 
 def expected_rows(trxs: Iterable[SynTrx], *, images: bool = True) -> list[Expected]:

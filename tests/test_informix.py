@@ -347,7 +347,7 @@ def test_ddl_and_truncate():
         ("change", "t", "200045", "wms", "shipments", None, None),
         ("control", None, None, None, None, None, "lg_truncate"),
         ("control", None, None, None, None, None, "lg_endtruncate"),
-        ("quarantine", None, None, None, None, None, "unknown_table"),
+        ("quarantine", None, "777777", None, None, None, "unknown_table"),
     ]
 
 

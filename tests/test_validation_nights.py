@@ -120,15 +120,17 @@ def test_night_over_quarantine_threshold_fails(spark, base, tmp_path_factory):
     assert "threshold 10.00%" in page
 
 
-def test_night_with_unknown_table_fails(spark, base, tmp_path_factory):
+def test_night_with_unknown_table_fails_when_the_source_says_fail(spark, base, tmp_path_factory):
     root = W.copy_root(tmp_path_factory, "unknown_table")
     catalog = json.loads(W.CATALOG.read_text())
     catalog["tables"] = [t for t in catalog["tables"] if t["name"] != "NAMES"]
     assert len(catalog["tables"]) == 2
     cat_path = root.parent / "pos_solid_without_names.json"
     cat_path.write_text(json.dumps(catalog))
-    # threshold 1: the unknown table alone must fail the night, not the quarantined share
-    config = W.write_sources(root.parent, catalog=cat_path, quarantine_threshold=1.0)
+    # threshold 1: the unknown table alone must fail the night, not the quarantined share;
+    # unknown_tables: fail (the default, quarantine, publishes the rest: tests/test_landing_night.py)
+    config = W.write_sources(root.parent, catalog=cat_path, quarantine_threshold=1.0,
+                             unknown_tables="fail")
     before = outside_state(root)
     rc, out = W.run_night(root, config, W.DATE2)
     # changes of NAMES decoded on night 1 in transactions still open then (held in state/)

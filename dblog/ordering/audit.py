@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from .classify import change_bucket, other_bucket, segment_buckets, with_transaction
 
-BUCKET_COLUMNS = ["source", "format", "archive_file", "n_records", "from_state", "bucket"]
-NARROW = ["source", "format", "archive_file", "n_records", "from_state", "kind", "rule", "trx_id",
-          "position", "seg_key"]
+BUCKET_COLUMNS = ["source", "format", "archive_file", "n_records", "n_bytes", "from_state", "bucket"]
+NARROW = ["source", "format", "archive_file", "n_records", "n_bytes", "from_state", "kind", "rule",
+          "trx_id", "position", "seg_key"]
 
 
 def row_buckets(events, trx, groups=None):
@@ -39,13 +39,14 @@ def row_buckets(events, trx, groups=None):
 
 def audit(buckets, listed):
     """``BUCKET_COLUMNS`` rows -> one row per archive (source, format, archive_file,
-    records_read, published, control, skipped, held_open, quarantined, skipped_by_rule);
+    records_read, published, control, skipped, held_open, quarantined, skipped_by_rule,
+    bytes_decoded, bytes_quarantined: the bytes of the records in the buckets);
     ``listed`` (source, format, archive_file): every archive of the night, so that an
     archive without any record still gets its row."""
     from pyspark.sql import functions as F
 
     per_bucket = buckets.groupBy("source", "format", "archive_file", "bucket") \
-        .agg(F.sum("n_records").cast("long").alias("n"))
+        .agg(F.sum("n_records").cast("long").alias("n"), F.sum("n_bytes").cast("long").alias("nb"))
 
     def bucket_sum(cond):
         return F.coalesce(F.sum(F.when(cond, F.col("n"))), F.lit(0)).cast("long")
@@ -61,7 +62,12 @@ def audit(buckets, listed):
         F.to_json(F.map_from_entries(F.sort_array(F.collect_list(
             F.when(b.startswith("skipped:"), F.struct(F.substring(b, 9, 200), F.col("n"))))))
         ).alias("skipped_by_rule"),
+        F.coalesce(F.sum(F.when(b != "quarantined", F.col("nb"))), F.lit(0)).cast("long")
+        .alias("bytes_decoded"),
+        F.coalesce(F.sum(F.when(b == "quarantined", F.col("nb"))), F.lit(0)).cast("long")
+        .alias("bytes_quarantined"),
     )
     return listed.join(per_archive, ["source", "format", "archive_file"], "left") \
-        .na.fill(0, ["records_read", "published", "control", "skipped", "held_open", "quarantined"]) \
+        .na.fill(0, ["records_read", "published", "control", "skipped", "held_open", "quarantined",
+                     "bytes_decoded", "bytes_quarantined"]) \
         .withColumn("skipped_by_rule", F.coalesce("skipped_by_rule", F.lit("{}")))

@@ -9,7 +9,7 @@ from __future__ import annotations
 from .classify import QUARANTINED
 
 QUARANTINE_FIELDS = ["source", "format", "archive_file", "record_offset", "error_class", "message",
-                     "raw_hex"]
+                     "raw_hex", "n_records", "n_bytes"]
 
 
 def decoder_quarantine(events):
@@ -30,7 +30,7 @@ def segment_quarantine(bucketed_pieces):
             F.lit("segment "), F.col("seg_num").cast("string"), F.lit(" of "),
             F.col("seg_total").cast("string"), F.lit(" of record "), F.col("seg_key"),
             F.lit(": the group never completed (committed unit of recovery)"))).alias("message"),
-        F.substring(F.hex("seg_data"), 1, 512).alias("raw_hex"))
+        F.substring(F.hex("seg_data"), 1, 512).alias("raw_hex"), "n_records", "n_bytes")
 
 
 def orphan_quarantine(changes):
@@ -41,7 +41,7 @@ def orphan_quarantine(changes):
         "source", "format", "archive_file", "record_offset",
         F.lit("no_transaction").alias("error_class"),
         F.lit("change record without a transaction id").alias("message"),
-        F.lit(None).cast("string").alias("raw_hex"))
+        F.lit(None).cast("string").alias("raw_hex"), "n_records", "n_bytes")
 
 
 def quarantine(*parts):
@@ -51,4 +51,6 @@ def quarantine(*parts):
     out = parts[0]
     for p in parts[1:]:
         out = out.unionByName(p)
-    return out.withColumn("raw_hex", F.lower("raw_hex"))
+    return out.withColumn("raw_hex", F.lower("raw_hex")) \
+        .withColumn("n_records", F.col("n_records").cast("long")) \
+        .withColumn("n_bytes", F.col("n_bytes").cast("long"))

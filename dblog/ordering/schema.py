@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..accounting import AUDIT_EXTRA_COLUMNS, AUDIT_EXTRA_DDL
+
 CHANGES, TRANSACTIONS, QUARANTINE, AUDIT, STATE = "changes", "transactions", "quarantine", "audit", "state"
 WORK = "ordering"        # the stage's own intermediate datasets (staging/<run_id>/ordering/...)
 SUMMARY = "order_summary.json"
@@ -19,11 +21,11 @@ TRANSACTION_COLUMNS = [
 ]
 QUARANTINE_COLUMNS = [
     "source", "format", "archive_file", "record_offset", "error_class", "message", "raw_hex",
-    "run_id", "date",
+    "n_records", "n_bytes", "run_id", "date",
 ]
 AUDIT_COLUMNS = [
     "run_id", "date", "source", "format", "archive_file", "records_read", "published", "control",
-    "skipped", "held_open", "quarantined", "skipped_by_rule",
+    "skipped", "held_open", "quarantined", "skipped_by_rule", *AUDIT_EXTRA_COLUMNS,
 ]
 CHANGES_DDL = (
     "format STRING, commit_seq LONG, event_seq INT, trx_id STRING, commit_position STRING, "
@@ -35,11 +37,11 @@ TRANSACTIONS_DDL = (
     "commit_ts TIMESTAMP, user STRING, event_count LONG, run_id STRING, source STRING, date STRING")
 QUARANTINE_DDL = (
     "format STRING, archive_file STRING, record_offset LONG, error_class STRING, message STRING, "
-    "raw_hex STRING, run_id STRING, source STRING, date STRING")
+    "raw_hex STRING, n_records LONG, n_bytes LONG, run_id STRING, source STRING, date STRING")
 AUDIT_DDL = (
     "run_id STRING, format STRING, archive_file STRING, records_read LONG, published LONG, "
     "control LONG, skipped LONG, held_open LONG, quarantined LONG, skipped_by_rule STRING, "
-    "source STRING, date STRING")
+    + AUDIT_EXTRA_DDL + ", source STRING, date STRING")
 DDL = {"changes": CHANGES_DDL, "transactions": TRANSACTIONS_DDL, "quarantine": QUARANTINE_DDL,
        "audit": AUDIT_DDL}
 

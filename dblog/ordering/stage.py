@@ -25,6 +25,7 @@ from pathlib import Path
 
 from decoders.events import EVENT_COLUMNS
 
+from ..accounting import complete_audit, quarantine_duplicate_positions
 from ..decode import EVENTS_DIR, spark_event_schema
 from ..sparkio import run_concurrently, write_parquet
 from ..stage import CARRY_DIR, HELD_DIR, SEQ_FILE
@@ -56,7 +57,7 @@ def read_events(spark, manifest: dict, run_dir: Path):
             old = spark.read.schema(schema).parquet(s["prev_held"]) \
                 .withColumn("source", F.lit(s["name"])).withColumn("from_state", F.lit(True))
             ev = ev.unionByName(old)
-    return ev
+    return quarantine_duplicate_positions(spark, ev, manifest)
 
 
 def resolve(spark, ev, manifest: dict, work: Path):
@@ -149,9 +150,9 @@ def order_stage(spark, manifest: dict, run_dir: Path) -> dict:
     listed = spark.createDataFrame(
         [(s["name"], s["format"], a["file"]) for s in manifest["sources"] for a in s["archives"]],
         "source STRING, format STRING, archive_file STRING")
-    out_audit = audit(row_buckets(ev, trx, groups), listed) \
-        .withColumn("run_id", F.lit(run_id)).withColumn("date", F.lit(date)) \
-        .select(*AUDIT_COLUMNS)
+    out_audit = complete_audit(
+        spark, manifest, audit(row_buckets(ev, trx, groups), listed)
+        .withColumn("run_id", F.lit(run_id)).withColumn("date", F.lit(date)), ev, AUDIT_COLUMNS)
 
     parts = [decoder_quarantine(ev)]
     if groups is not None:

@@ -114,7 +114,7 @@ class RowCodec:
                 code, _ = L.column_codes(col)
             except KeyError:
                 raise UnknownTable("the catalog gives the table a column type LogMiner does "
-                                   "not write, so it cannot describe the row",
+                                   "not write, so it cannot describe the row", table_id=table.id,
                                    path=f"catalog {table.qualified_name}.{col.name}",
                                    expected=", ".join(L.RDB_TYPES), actual=col.type) from None
             codes.append(code)
@@ -214,6 +214,7 @@ class Tables:
         if codec is not None:
             return codec
         raise UnknownTable("neither RECORD_TYPE nor RELATION_NAME is in the catalog",
+                           table_id=str(record_type),
                            path="RECORD_TYPE/RELATION_NAME", expected="a catalog table",
                            actual=f"{record_type} / "
                                   f"{relation_name.decode('latin-1').rstrip(' ' + chr(0))!r}")

@@ -1,0 +1,132 @@
+"""Accounting (SPEC section 5): every file of the landing zone and every byte of an archive.
+
+The ordering stage computes, per archive, the records read and their buckets; this module
+completes that audit with
+
+* one row per file of the landing zone that is not decoded (``entry`` = ``ignored``,
+  ``refused`` or ``duplicate``, with ``reason`` and, for a duplicate, ``duplicate_of``);
+* bytes beside records: ``bytes_read`` (the file's size; 0 for a refused entry, which is
+  never looked at) = ``bytes_decoded`` + ``bytes_quarantined`` + ``bytes_skipped`` (a
+  duplicate or ignored file, skipped whole);
+* ``lost``: the archive could not be read or its decoder failed, so all its bytes are
+  quarantined; ``accepted_loss``: the operator accepted that (``dblog run --accept-loss``).
+  A lost archive whose loss is not accepted fails its source's night (suite ``audit``).
+
+It also holds the ordering-level rule that quarantines a record position met twice in one
+source's night (``duplicate_position``).
+"""
+
+from __future__ import annotations
+
+from .decode import LOST_CLASSES
+from .landing import ARCHIVE, DUPLICATE, DUPLICATE_RULE, IGNORED
+
+AUDIT_EXTRA_COLUMNS = ["entry", "bytes_read", "bytes_decoded", "bytes_quarantined", "bytes_skipped",
+                       "lost", "accepted_loss", "duplicate_of", "reason"]
+AUDIT_EXTRA_DDL = (
+    "entry STRING, bytes_read LONG, bytes_decoded LONG, bytes_quarantined LONG, bytes_skipped LONG, "
+    "lost BOOLEAN, accepted_loss BOOLEAN, duplicate_of STRING, reason STRING")
+DUPLICATE_POSITION = "duplicate_position"
+POSITION_KINDS = ("change", "segment", "begin", "commit", "abort", "undo")
+REASON_LIMIT = 1000
+
+
+def _archives_frame(spark, manifest: dict):
+    rows = [(s["name"], s["format"], a["file"], int(a.get("size") or 0), bool(a.get("accept_loss")))
+            for s in manifest["sources"] for a in s["archives"]]
+    return spark.createDataFrame(rows, "source STRING, format STRING, archive_file STRING, "
+                                       "size LONG, accept_loss BOOLEAN")
+
+
+def landing_rows(spark, manifest: dict, columns: list[str]):
+    """Audit rows of the files that were not decoded (ignored, refused, duplicate)."""
+    from pyspark.sql import functions as F
+
+    rows = []
+    for s in manifest["sources"]:
+        for e in s.get("landing") or []:
+            size = int(e.get("size") or 0)
+            skipped = size if e["status"] in (DUPLICATE, IGNORED) else 0
+            rules = f'{{"{DUPLICATE_RULE}": 0}}' if e["status"] == DUPLICATE else "{}"
+            rows.append((s["name"], s["format"], e["file"], e["status"], size, skipped,
+                         e.get("duplicate_of"), (e.get("reason") or "")[:REASON_LIMIT], rules))
+    df = spark.createDataFrame(rows, "source STRING, format STRING, archive_file STRING, "
+                                     "entry STRING, bytes_read LONG, bytes_skipped LONG, "
+                                     "duplicate_of STRING, reason STRING, skipped_by_rule STRING")
+    zero = F.lit(0).cast("long")
+    filled = {c: zero for c in ("records_read", "published", "control", "skipped", "held_open",
+                                "quarantined", "bytes_decoded", "bytes_quarantined")}
+    filled.update(lost=F.lit(False), accepted_loss=F.lit(False),
+                  run_id=F.lit(manifest["run_id"]), date=F.lit(manifest["date"]))
+    return df.select(*[F.col(c) if c in df.columns else filled[c].alias(c) for c in columns])
+
+
+def complete_audit(spark, manifest: dict, audit, ev, columns: list[str]):
+    """The per-archive ``audit`` (records and bytes by bucket: ``bytes_decoded``,
+    ``bytes_quarantined``) with the file's size, loss and the landing rows.
+
+    ``ev``: the night's events (``from_state`` marks rows carried from state)."""
+    from pyspark.sql import functions as F
+
+    new = ev.filter(~F.col("from_state"))
+    lost = new.filter((F.col("kind") == "quarantine") & F.col("error_class").isin(*LOST_CLASSES)) \
+        .groupBy("source", "archive_file").agg(F.first("message").alias("lost_reason")) \
+        .withColumn("lost", F.lit(True))
+    facts = _archives_frame(spark, manifest)
+    out = audit.join(facts, ["source", "format", "archive_file"], "left") \
+        .join(lost, ["source", "archive_file"], "left") \
+        .withColumn("lost", F.coalesce("lost", F.lit(False))) \
+        .withColumn("bytes_read", F.coalesce("size", F.lit(0)).cast("long"))
+    out = out.withColumn("entry", F.lit(ARCHIVE)) \
+        .withColumn("bytes_skipped", F.lit(0).cast("long")) \
+        .withColumn("accepted_loss", F.col("lost") & F.coalesce("accept_loss", F.lit(False))) \
+        .withColumn("duplicate_of", F.lit(None).cast("string")) \
+        .withColumn("reason", F.substring("lost_reason", 1, REASON_LIMIT)) \
+        .select(*columns)
+    return out.unionByName(landing_rows(spark, manifest, columns))
+
+
+def quarantine_duplicate_positions(spark, ev, manifest: dict):
+    """Events -> events: a record position met again in the same source's night (two archives
+    that overlap, a record written twice) is quarantined (``duplicate_position``) wherever it
+    comes after its first occurrence: rows carried from state first, then archive order, then
+    offset. Only rows that take part in publishing are compared (changes, segments, begin,
+    commit, abort, undo); ``skip`` and ``control`` rows publish nothing, and a format may
+    write one per piece of a segmented record, all at the record's position. The pieces of
+    a segmented change share their record's position and are told apart by ``seg_num``."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    candidate = F.col("position").isNotNull() & F.col("kind").isin(*POSITION_KINDS)
+    key = ["source", "position", "_sn"]
+    ev = ev.withColumn("_sn", F.coalesce(F.col("seg_num"), F.lit(0)))
+    # positions met more than once: one narrow aggregation; usually none, so the rows that
+    # need ranking (a window) are only those of repeated positions
+    repeated = ev.filter(candidate).groupBy(*key).count().filter(F.col("count") > 1) \
+        .select(*key, F.lit(True).alias("_dk"))
+    marked = ev.join(repeated, key, "left")
+    plain = marked.filter(F.col("_dk").isNull()).drop("_dk", "_sn")
+    order = spark.createDataFrame(
+        [(s["name"], a["file"], i) for s in manifest["sources"] for i, a in enumerate(s["archives"])],
+        "source STRING, archive_file STRING, archive_index INT")
+    w = Window.partitionBy(*key).orderBy(
+        F.when(F.col("from_state"), 0).otherwise(1), F.coalesce("archive_index", F.lit(-1)),
+        "archive_file", "record_offset", "record_index")
+    ranked = marked.filter(F.col("_dk")).join(F.broadcast(order), ["source", "archive_file"], "left") \
+        .withColumn("_cand", candidate) \
+        .withColumn("_rank", F.when(F.col("_cand"), F.row_number().over(w))) \
+        .withColumn("_first", F.when(F.col("_cand"), F.first(F.struct("archive_file", "record_offset")).over(w)))
+    dup = F.col("_cand") & (F.col("_rank") > 1)
+    msg = F.concat(F.lit("position "), F.col("position"), F.lit(" was already read at "),
+                   F.col("_first.archive_file"), F.lit(" offset "),
+                   F.col("_first.record_offset").cast("string"),
+                   F.lit(": the record is not decoded twice"))
+    out = ranked \
+        .withColumn("error_class", F.when(dup, F.lit(DUPLICATE_POSITION)).otherwise(F.col("error_class"))) \
+        .withColumn("message", F.when(dup, msg).otherwise(F.col("message"))) \
+        .withColumn("kind", F.when(dup, F.lit("quarantine")).otherwise(F.col("kind")))
+    # a quarantined duplicate is no part of any transaction any more
+    for c in ("trx_id", "trx_end", "commit_position", "op", "seg_key", "undo_of"):
+        out = out.withColumn(c, F.when(dup, F.lit(None).cast("string")).otherwise(F.col(c)))
+    out = out.drop("_cand", "_rank", "_first", "archive_index", "_dk", "_sn")
+    return plain.unionByName(out)
