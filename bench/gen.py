@@ -120,3 +120,62 @@ def archives(info: dict) -> list[Path]:
     land = Path(info["root"]) / "landing" / info["source"] / info["date"]
     return sorted((p for p in land.iterdir() if p.is_file()),
                   key=lambda p: fmt.archive_sort_key(p.name))
+
+
+def ensure_big_night(fmt: str, n: int, parts: int, seed: int = 0, cache: Path = CACHE,
+                     log=print) -> dict:
+    """A night of about ``n`` changes written as ``parts`` consecutive generator nights of
+    ``n / parts`` each, all dated ``DATE`` and put into one landing night (archive names
+    prefixed ``pNN_`` so that name order is write order). One generator writes every part, so
+    transaction ids continue and transactions open at the end of a part commit in the next;
+    memory stays that of one part (a 10M-change night in one piece would not fit).
+    Only for formats whose archives sort by name (not informix)."""
+    if fmt == "informix":
+        raise ValueError("informix archives sort by uniqid, not by name: use ensure_night")
+    if parts <= 1:
+        return ensure_night(fmt, n, seed, cache, log)
+    root = Path(cache) / f"{fmt}-n{n}-p{parts}-s{seed}-{_code_hash(fmt)}"
+    info_path = root / "night.json"
+    if info_path.is_file():
+        return json.loads(info_path.read_text())
+    from decoders import get
+
+    from dblog.config import load_config
+
+    src = sample_sources()[fmt]
+    tmp = root.with_name(root.name + ".tmp")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    (tmp / "sources.yaml").write_text(yaml.safe_dump({"sources": [src]}))
+    source = load_config(tmp / "sources.yaml").source(src["name"])
+    trx = max(1, round(n / parts / mean_changes(fmt)))
+    gen = get(fmt).Synth(source.name, catalog=source.catalog(), options=source.options,
+                         seed=seed, timezone=source.timezone)
+    land = tmp / "landing" / source.name / DATE
+    land.mkdir(parents=True)
+    t0 = time.monotonic()
+    archives, changes, expected = {}, 0, 0
+    for p in range(parts):
+        log(f"bench: generating {fmt} part {p + 1}/{parts}: {trx} transactions ...")
+        night = gen.night(_dt.date.fromisoformat(DATE), trx)
+        for name, data in night.archives.items():
+            (land / f"p{p:02d}_{name}").write_bytes(data)
+            archives[f"p{p:02d}_{name}"] = len(data)
+        changes += sum(len(t.changes) for t in night.trxs)
+        expected += len(night.expected)
+        del night
+    info = {"format": fmt, "source": source.name, "date": DATE, "n": n, "parts": parts,
+            "seed": seed, "transactions": trx * parts, "changes_written": changes,
+            "changes_expected": expected, "archives": archives,
+            "bytes": sum(archives.values()), "generate_seconds": round(time.monotonic() - t0, 2)}
+    del gen
+    if root.exists():
+        shutil.rmtree(root)
+    tmp.rename(root)
+    (root / "sources.yaml").write_text(yaml.safe_dump({"sources": [src]}))
+    info["root"] = str(root)
+    info_path.write_text(json.dumps(info, indent=1))
+    log(f"bench: {fmt}: {info['bytes']:,} bytes in {len(archives)} archives, {changes:,} changes, "
+        f"{info['generate_seconds']}s")
+    return info

@@ -112,7 +112,16 @@ def main(argv: list[str]) -> int:
             res.update(_events_count(run_dir / "events"))
         elif kind == "pipeline":
             res.update(_pipeline(spark, info, work, master))
+        elif kind in ("multirun", "tables"):
+            break
         result["formats"][fmt] = res
+        spec_path.with_suffix(".result.json").write_text(json.dumps(result, indent=1))
+    if kind == "multirun":
+        result.update(_multirun(spark, spec["nights"], work, master))
+        result["driver_memory"] = spark.conf.get("spark.driver.memory", "1g (Spark's default)")
+        spec_path.with_suffix(".result.json").write_text(json.dumps(result, indent=1))
+    elif kind == "tables":
+        result["nights"] = [_tables(spark, info, work, master) for info in spec["nights"]]
         spec_path.with_suffix(".result.json").write_text(json.dumps(result, indent=1))
     if spark is not None:
         spark.stop()
@@ -156,6 +165,93 @@ def _pipeline(spark, info: dict, work: Path, master: str) -> dict:
     except Exception:  # noqa: BLE001 - counts are informative only
         pass
     return out
+
+
+def _combined_root(work: Path, nights: list[dict], tag: str) -> tuple[Path, Path]:
+    """A fresh data root holding every night's archives (hard links) and one sources.yaml
+    with each night's source."""
+    import yaml
+
+    root = work / _safe(tag)
+    if root.exists():
+        shutil.rmtree(root)
+    sources = []
+    for info in nights:
+        src = yaml.safe_load((Path(info["root"]) / "sources.yaml").read_text())["sources"][0]
+        sources.append(src)
+        land = Path(info["root"]) / "landing" / info["source"] / info["date"]
+        target = root / "landing" / info["source"] / info["date"]
+        target.mkdir(parents=True)
+        for f in land.iterdir():
+            try:
+                os.link(f, target / f.name)
+            except OSError:
+                shutil.copyfile(f, target / f.name)
+    config = root / "sources.yaml"
+    config.write_text(yaml.safe_dump({"sources": sources}))
+    return root, config
+
+
+def _multirun(spark, nights: list[dict], work: Path, master: str) -> dict:
+    """One ``dblog run`` of all the nights together, each stage timed in place (``order``
+    also split into ``ordering`` and ``tables``)."""
+    from dblog import pipeline
+
+    phases: dict = {}
+
+    def timed(name, fn):
+        def wrapper(*a, **kw):
+            t0 = time.time()
+            try:
+                return fn(*a, **kw)
+            finally:
+                phases[name] = [t0, time.time()]
+        return wrapper
+
+    names = {"stage_night": "stage", "decode_night": "decode", "order_stage": "ordering",
+             "tables_stage": "tables", "order_night": "order", "validate_night": "validate",
+             "publish_night": "publish"}
+    originals = {n: getattr(pipeline, n) for n in names}
+    root, config = _combined_root(work, nights, "multirun")
+    try:
+        for n, fn in originals.items():
+            setattr(pipeline, n, timed(names[n], fn))
+        t0 = time.time()
+        r = pipeline.run_night(nights[0]["date"], str(config), str(root), None, master, "bench",
+                               spark=spark)
+        phases["run"] = [t0, time.time()]
+    finally:
+        for n, fn in originals.items():
+            setattr(pipeline, n, fn)
+    out = {"phases": phases, "published": r.published, "failures": r.failures,
+           "summary": r.summary}
+    counts = _events_count(root / "staging" / "bench" / "events")
+    out["records"] = counts["records"]
+    out["changes"] = _rows(root / "staging" / "bench" / "changes")
+    return out
+
+
+def _tables(spark, info: dict, work: Path, master: str) -> dict:
+    """Order one night, then time the typed-tables stage twice (cold, warm)."""
+    from dblog import pipeline
+    from dblog.ordering import order_stage
+    from dblog.stage import load_manifest
+    from dblog.tables import TABLES, tables_stage
+
+    root = _data_root(work, info, f"tables-{info.get('tables')}")
+    cfg = str(Path(info["root"]) / "sources.yaml")
+    run_dir = pipeline.stage_night(info["date"], cfg, str(root), None, "bench")
+    pipeline.decode_night(spark, run_dir)
+    manifest = load_manifest(run_dir)
+    order_stage(spark, manifest, run_dir)
+    seconds = []
+    for _ in range(2):
+        t0 = time.time()
+        written = tables_stage(spark, manifest, run_dir)
+        seconds.append(time.time() - t0)
+    files = len(list((run_dir / TABLES).rglob("*.parquet")))
+    return {"seconds": seconds, "tables_written": written, "files": files,
+            "changes": _rows(run_dir / "changes")}
 
 
 if __name__ == "__main__":

@@ -11,7 +11,9 @@ the project's encoders, then measure, each in its own subprocess (clean JVM and 
 
 Results: ``bench/results/<stamp>.json`` and ``.md`` (also ``latest.json``/``latest.md``);
 ``python -m bench compare A.json B.json`` compares two runs; ``python -m bench cpu`` measures
-the in-process decode CPU rate per format against baseline (a) (``bench/cpu.py``).
+the in-process decode CPU rate per format against baseline (a) (``bench/cpu.py``). The scale
+measurements of issue 14 are ``python -m bench run ...`` and ``python -m bench tables ...``
+(``bench/scale.py``).
 """
 
 from __future__ import annotations
@@ -93,6 +95,10 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "compare":
         print(compare(json.loads(Path(argv[1]).read_text()), json.loads(Path(argv[2]).read_text())))
         return 0
+    if argv and argv[0] in ("run", "tables"):
+        from . import scale
+
+        return scale.main_run(argv[1:]) if argv[0] == "run" else scale.main_tables(argv[1:])
     args = _parser().parse_args(argv)
     formats = [f.strip() for f in args.formats.split(",") if f.strip()]
     bad = [f for f in formats if f not in gen.FORMATS]

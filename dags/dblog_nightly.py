@@ -25,7 +25,8 @@ Downstream DAGs can be scheduled on the Assets `dblog://published/changes`,
 
 Configuration comes from the environment when a task runs: `DBLOG_DATA_ROOT`,
 `DBLOG_CONFIG`; Spark from the connection `spark_local`; the cron from `DBLOG_SCHEDULE`
-(read when the DAG is parsed).
+and the deadline alert from `DBLOG_DEADLINE` (default `6h` after the night ends; `off`),
+both read when the DAG is parsed.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from airflow.sdk import (
 )
 
 from dblog import airflow_tasks as at
+from dblog.progress import deadline_alert
 
 CHANGES = Asset(name="dblog_published_changes", uri=at.ASSET_URIS["changes"])
 TRANSACTIONS = Asset(name="dblog_published_transactions", uri=at.ASSET_URIS["transactions"])
@@ -79,6 +81,12 @@ class DataQualityReportOperator(BaseOperator):
         self.log.info("In the Airflow UI: %s (Extra Links: %s)", info["url"], DataQualityReportLink.name)
         for f in info["failures"]:
             self.log.info("  failed: %s", f)
+        try:
+            published = [p["source"] for p in context["ti"].xcom_pull(task_ids="publish") or [] if p]
+        except Exception as exc:  # noqa: BLE001 - lineage never fails the report
+            self.log.warning("could not read which sources were published: %r", exc)
+            published = []
+        at.lineage_end(plan_out, published)   # OpenLineage COMPLETE / FAIL of the run
         if not info["exists"]:
             from airflow.sdk.exceptions import AirflowFailException
 
@@ -110,6 +118,7 @@ with DAG(
     catchup=False,
     max_active_runs=1,
     dagrun_timeout=timedelta(hours=12),
+    deadline=deadline_alert(),   # DBLOG_DEADLINE (default 6h) after the night ends; "off": none
     default_args=default_args,
     tags=["dblog", "cdc", "spark", "great-expectations", "nightly"],
     doc_md=__doc__,

@@ -137,10 +137,15 @@ def wait_for_previous_night(context) -> bool:
 # ----------------------------------------------------------------- stage
 
 def stage_source(plan_out: dict, source: str) -> dict:
+    import time
+
+    from .metrics import record_seconds
     from .pipeline import stage_source_part
     from .stage import load_manifest
 
+    t0 = time.monotonic()
     part = stage_source_part(plan_out["date"], source, Path(plan_out["run_dir"]), plan_out["config"])
+    record_seconds(Path(plan_out["run_dir"]), f"stage.{source}", time.monotonic() - t0)
     entry = load_manifest(part)["sources"][0]
     size = sum(a["size"] for a in entry["archives"])
     log.info("%s %s: %d archives (%d bytes), continues from %s (commit_seq %d)", source,
@@ -153,8 +158,11 @@ def stage_source(plan_out: dict, source: str) -> dict:
 def merge_manifest(plan_out: dict) -> str:
     from .pipeline import merge_stage_parts
 
+    from .lineage import emit_now
+
     manifest = merge_stage_parts(Path(plan_out["run_dir"]), plan_out["sources"])
     path = Path(plan_out["run_dir"]) / "manifest.json"
+    emit_now("START", manifest)          # the run's OpenLineage START (never fails the task)
     log.info("manifest %s: %d sources, %d archives", path, len(manifest["sources"]),
              sum(len(s["archives"]) for s in manifest["sources"]))
     return str(path)
@@ -197,10 +205,16 @@ def publish_source(plan_out: dict, source: str) -> dict:
         raise AirflowFailException(
             f"validation failed for {plan_out['date']}, nothing published:\n  "
             + "\n  ".join(verdict["failures"]) + f"\nreport: {report}")
+    import time
+
+    from .metrics import record_seconds
+
+    t0 = time.monotonic()
     try:
         version = publish_night(run_dir, [source])
     except PublishError as exc:
         raise AirflowFailException(str(exc)) from exc
+    record_seconds(run_dir, f"publish.{source}", time.monotonic() - t0)
     root = Path(plan_out["data_root"])
     out = {"source": source, "date": plan_out["date"], "snapshot": Path(version).name,
            "published": str(root / "published")}
@@ -238,6 +252,30 @@ def describe_report(plan_out: dict) -> dict:
            "failures": [] if verdict is None else verdict["failures"],
            "run_id": summary.get("run_id")}
     return out
+
+
+def lineage_end(plan_out: dict, published_sources: list[str]) -> bool:
+    """The run's OpenLineage COMPLETE (every source published) or FAIL (why not), written by
+    the report task. Never raises."""
+    from .lineage import emit_now
+    from .metrics import read_seconds
+    from .stage import load_manifest
+
+    try:
+        run_dir = Path(plan_out["run_dir"])
+        manifest = load_manifest(run_dir)
+        verdict = load_validation_safe(plan_out) or {}
+        seconds = read_seconds(run_dir)
+        missing = sorted(set(plan_out["sources"]) - set(published_sources))
+        if not missing:
+            return emit_now("COMPLETE", manifest, run_dir=run_dir, published=True, seconds=seconds,
+                            warnings=verdict.get("warnings"))
+        failures = list(verdict.get("failures") or []) or [f"not published: {', '.join(missing)}"]
+        return emit_now("FAIL", manifest, run_dir=run_dir, error="; ".join(failures)[:2000],
+                        seconds=seconds, failures=failures, warnings=verdict.get("warnings"))
+    except Exception as exc:  # noqa: BLE001 - lineage never fails the night
+        log.warning("OpenLineage end event not written: %r", exc)
+        return False
 
 
 def load_validation_safe(plan_out: dict) -> dict | None:

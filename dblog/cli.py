@@ -2,9 +2,11 @@
 
     dblog run --date YYYY-MM-DD [--config FILE] [--data-root DIR] [--source NAME ...]
     dblog synth --date YYYY-MM-DD [--days N] [--transactions N] [--source NAME ...]
+    dblog mirror --source NAME --table SCHEMA.TABLE [--as-of YYYY-MM-DD] [--show N]
 
 ``run`` exits 0 when it published, 1 when validation failed (nothing published),
-2 on bad usage (including a malformed configuration or catalog).
+2 on bad usage (including a malformed configuration or catalog), 3 when the run itself
+failed (e.g. out of memory; nothing published; the message names the stage and the run).
 """
 
 from __future__ import annotations
@@ -56,11 +58,27 @@ def build_parser() -> argparse.ArgumentParser:
     syn.add_argument("--transactions", type=int, default=200,
                      help="transactions per source and night (default 200)")
     syn.add_argument("--seed", type=int, default=0)
+
+    mir = sub.add_parser("mirror", help="where a table's mirror as of a night lies (and its first rows)")
+    mir.add_argument("--source", required=True, metavar="NAME")
+    mir.add_argument("--table", required=True, metavar="SCHEMA.TABLE")
+    mir.add_argument("--as-of", type=_date, metavar="YYYY-MM-DD",
+                     help="the night (default: the latest night with a mirror)")
+    mir.add_argument("--show", type=int, default=0, metavar="N", help="also print the first N rows")
+    mir.add_argument("--config", help="sources file (default $DBLOG_CONFIG or include/sources.yaml)")
+    mir.add_argument("--data-root", help="data root (default $DBLOG_DATA_ROOT or ./data)")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "mirror":
+        from .mirror import mirror_command
+
+        if args.show < 0:
+            print("dblog: --show must be >= 0", file=sys.stderr)
+            return 2
+        return mirror_command(args)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from .config import load_config
 
@@ -85,10 +103,19 @@ def main(argv: list[str] | None = None) -> int:
                   f"{w['expected_changes']} changes to publish -> "
                   f"{root.landing_night(w['source'], w['date'])}")
         return 0
-    from .pipeline import describe, run_night, to_json
+    from .pipeline import RunFailed, describe, run_night, to_json
+    from .progress import Progress, show_progress_with_logs
 
-    result = run_night(args.date, str(cfg.path), str(root.root), args.sources, args.master,
-                       args.run_id)
+    progress = show_progress_with_logs(Progress())
+    try:
+        result = run_night(args.date, str(cfg.path), str(root.root), args.sources, args.master,
+                           args.run_id, progress=progress)
+    except RunFailed as exc:
+        print(f"dblog: {exc}", file=sys.stderr)
+        return 3
+    except ConfigError as exc:
+        print(f"dblog: configuration error: {exc}", file=sys.stderr)
+        return 2
     print(to_json(result) if args.json else describe(result, root))
     return 0 if result.published else 1
 

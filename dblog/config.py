@@ -15,13 +15,17 @@ from decoders import FORMATS, get as get_format
 from decoders.catalog import Catalog, codec_problem, load_catalog, read_text_file
 from decoders.errors import ConfigError
 
+from .checks import DEFAULT_CHECKS, parse_checks
+
 DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "include" / "sources.yaml"
 NAME = re.compile(r"[a-z0-9_]+")      # used with fullmatch: "pos_solid\n" is not a name
 
 DEFAULT_QUARANTINE_THRESHOLD = 0.05
+DEFAULT_MIRROR_RETENTION = 7        # nights of published/mirror kept (SPEC section 5)
 UNKNOWN_TABLES = ("quarantine", "fail")     # SPEC section 4; quarantine is the default
 SOURCE_KEYS = {"name", "format", "catalog", "timezone", "options", "quarantine_threshold",
-               "unknown_tables"}
+               "unknown_tables", "checks", "mirror_retention",
+               "mirror_missing_base_limit"}
 
 
 @dataclass(frozen=True)
@@ -34,6 +38,9 @@ class Source:
     quarantine_threshold: float = DEFAULT_QUARANTINE_THRESHOLD         # share of records
     quarantine_threshold_bytes: float = DEFAULT_QUARANTINE_THRESHOLD   # share of bytes
     unknown_tables: str = "quarantine"
+    checks: tuple = DEFAULT_CHECKS   # history checks (dblog/checks.py)
+    mirror_retention: int = DEFAULT_MIRROR_RETENTION
+    mirror_missing_base_limit: int | None = None     # off unless set
 
     def catalog(self) -> Catalog:
         cat = load_catalog(self.catalog_path)
@@ -46,7 +53,10 @@ class Source:
         return {"name": self.name, "format": self.format, "timezone": self.timezone,
                 "options": self.options, "quarantine_threshold": self.quarantine_threshold,
                 "quarantine_threshold_bytes": self.quarantine_threshold_bytes,
-                "unknown_tables": self.unknown_tables}
+                "unknown_tables": self.unknown_tables,
+                "checks": [c.to_json() for c in self.checks],
+                "catalog_path": str(self.catalog_path), "mirror_retention": self.mirror_retention,
+                "mirror_missing_base_limit": self.mirror_missing_base_limit}
 
 
 @dataclass(frozen=True)
@@ -172,6 +182,15 @@ def load_config(path: str | os.PathLike | None = None) -> Config:
         if not isinstance(unknown_tables, str) or unknown_tables not in UNKNOWN_TABLES:
             raise ConfigError(file, f"{where}.unknown_tables",
                               f"expected one of {', '.join(UNKNOWN_TABLES)}, got {unknown_tables!r}")
+        checks = parse_checks(file, f"{where}.checks", item.get("checks"))
+        retention = item.get("mirror_retention", DEFAULT_MIRROR_RETENTION)
+        if not isinstance(retention, int) or isinstance(retention, bool) or retention < 1:
+            raise ConfigError(file, f"{where}.mirror_retention",
+                              f"expected a whole number of nights >= 1, got {retention!r}")
+        limit = item.get("mirror_missing_base_limit")
+        if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
+            raise ConfigError(file, f"{where}.mirror_missing_base_limit",
+                              f"expected a whole number >= 0 (or leave it out: no limit), got {limit!r}")
         sources.append(Source(name, fmt, cat_path, tz, options, thr_records, thr_bytes,
-                              unknown_tables))
+                              unknown_tables, checks, retention, limit))
     return Config(path, tuple(sources))

@@ -55,3 +55,8 @@ TRANSACTIONS = register(Dataset("transactions", NIGHT, "one row per transaction 
 TABLES = register(Dataset("tables", TABLE, "each table's changes with typed before_/after_ columns"))
 QUARANTINE = register(Dataset("quarantine", NIGHT, "records that could not be decoded"))
 AUDIT = register(Dataset("audit", NIGHT, "per archive: records and bytes read and their buckets"))
+METRICS = register(Dataset("metrics", NIGHT, "per night, source and table: what the night measured "
+                                             "(dblog/metrics.py), and the history checks' verdicts"))
+MIRROR = register(Dataset("mirror", TABLE, "each keyed table as of the night (SPEC section 5, "
+                                          "Change products)", retention="mirror_retention"))
+NET_CHANGES = register(Dataset("net_changes", NIGHT, "one row per (table, key) changed that night"))

@@ -13,15 +13,61 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from decoders.errors import ConfigError
+
 from .config import load_config
 from .decode import decode_stage
-from .order import load_summary, order_stage
+from .lineage import Lineage, observed
+from .metrics import record_seconds
+from .mirror import mirror_stage
+from .ordering import load_summary, order_stage
 from .paths import DataRoot, new_run_id, safe_run_id
+from .progress import Progress, staged_text
 from .publish import PublishError, publish
 from .stage import load_manifest, stage
 from .tables import tables_stage
 
 log = logging.getLogger("dblog")
+
+
+class RunFailed(RuntimeError):
+    """The run itself failed in ``stage`` (an error such as running out of memory, not a
+    verdict on the data): nothing was published (``dblog run`` exits 3)."""
+
+    def __init__(self, stage: str, run_dir: Path | None, cause: BaseException) -> None:
+        self.stage, self.run_dir, self.cause = stage, run_dir, cause
+        where = f"in the {stage} stage" + (f" of run {Path(run_dir).name} ({run_dir})" if run_dir else "")
+        super().__init__(f"the run failed {where}: {describe_error(cause)}; nothing was published")
+
+
+def _exception_text(exc: BaseException) -> str:
+    """str(exc); a py4j error renders through the JVM, which may be gone (e.g. after an
+    OutOfMemoryError stopped it): then its Python-side arguments."""
+    try:
+        return str(exc) or type(exc).__name__
+    except Exception:  # noqa: BLE001
+        parts = []
+        for a in getattr(exc, "args", ()):
+            try:
+                parts.append(a if isinstance(a, str) else str(a))
+            except Exception:  # noqa: BLE001
+                parts.append(f"<{type(a).__name__}>")
+        return " ".join(parts) or type(exc).__name__
+
+
+def describe_error(exc: BaseException) -> str:
+    """One line for an exception, with the JVM's own error when Spark failed."""
+    text = _exception_text(exc)
+    for marker in ("java.lang.OutOfMemoryError", "OutOfMemoryError"):
+        if marker in text:
+            line = next(ln for ln in text.splitlines() if marker in ln).strip()
+            return (f"out of memory ({line[line.index(marker):][:200]}); the JVM heap is "
+                    f"spark.driver.memory (default a fraction of the machine's memory, "
+                    f"DBLOG_DRIVER_MEMORY to set it)")
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    cause = next((ln for ln in lines if ("Exception:" in ln or "Error:" in ln)
+                  and not ln.startswith("at ")), lines[0] if lines else type(exc).__name__)
+    return f"{type(exc).__name__}: {cause[:500]}"
 
 
 @dataclass
@@ -34,6 +80,7 @@ class RunResult:
     failures: list[str] = field(default_factory=list)
     version: str | None = None
     seconds: dict = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)    # history checks flagged at warn
 
 
 def stage_night(date: str, config: str | None = None, data_root: str | None = None,
@@ -53,6 +100,7 @@ def order_night(spark, run_dir: Path) -> dict:
     manifest = load_manifest(run_dir)
     summary = order_stage(spark, manifest, run_dir)
     tables_stage(spark, manifest, run_dir)
+    mirror_stage(spark, manifest, run_dir)
     return summary
 
 
@@ -69,46 +117,72 @@ def publish_night(run_dir: Path, only_sources: list[str] | None = None) -> Path:
                    only_sources)
 
 
+@observed
 def run_night(date: str, config: str | None = None, data_root: str | None = None,
               sources: list[str] | None = None, master: str | None = None,
-              run_id: str | None = None, spark=None) -> RunResult:
-    """Stage, decode, order, validate and (if valid) publish one logical date."""
+              run_id: str | None = None, spark=None, progress=None) -> RunResult:
+    """Stage, decode, order, validate and (if valid) publish one logical date.
+    ``progress`` shows the stages as they run (``dblog.progress``); the run's OpenLineage
+    events and stage seconds are written by ``dblog.lineage`` and ``dblog.metrics``."""
     from .spark import get_session
 
+    progress = progress or Progress(enabled=False)
     seconds: dict[str, float] = {}
     t0 = time.monotonic()
 
-    def lap(name: str) -> None:
+    def lap(name: str, detail: str | None = None) -> None:
         nonlocal t0
         now = time.monotonic()
         seconds[name] = round(now - t0, 2)
         t0 = now
+        record_seconds(run_dir, name, seconds[name])
+        progress.end(name, seconds[name], detail)
 
-    run_dir = stage_night(date, config, data_root, sources, run_id)
-    spark = spark or get_session(master or "local[*]")
-    lap("stage")
-    log.info("decoding %s", run_dir)
-    decode_night(spark, run_dir)
-    lap("decode")
-    log.info("ordering")
-    summary = order_night(spark, run_dir)
-    lap("order")
-    log.info("validating")
-    result = validate_night(spark, run_dir)
-    lap("validate")
-    version = None
-    failures = list(result.failures)
-    published = result.success
-    if result.success:
-        try:
-            version = str(publish_night(run_dir))
-        except PublishError as exc:   # e.g. a rerun that would renumber later nights
-            published = False
-            failures.append(f"publish refused: {exc}")
-            _mark_report_unpublished(result.report, str(exc))
-    lap("publish")
+    current, run_dir = "stage", None
+    try:
+        progress.begin("stage")
+        run_dir = stage_night(date, config, data_root, sources, run_id)
+        lineage = Lineage(load_manifest(run_dir)).start(run_dir)
+        current = "spark session"
+        spark = spark or get_session(master or "local[*]")
+        progress.attach_spark(spark)
+        lap("stage", staged_text(load_manifest(run_dir)))
+        current = "decode"
+        log.info("decoding %s", run_dir)
+        progress.begin("decode")
+        decode_night(spark, run_dir)
+        lap("decode")
+        current = "order"
+        log.info("ordering")
+        progress.begin("order")
+        summary = order_night(spark, run_dir)
+        lap("order")
+        current = "validate"
+        log.info("validating")
+        progress.begin("validate")
+        result = validate_night(spark, run_dir)
+        lap("validate")
+        current = "publish"
+        progress.begin("publish")
+        version = None
+        failures = list(result.failures)
+        published = result.success
+        if result.success:
+            try:
+                version = str(publish_night(run_dir))
+            except PublishError as exc:   # e.g. a rerun that would renumber later nights
+                published = False
+                failures.append(f"publish refused: {exc}")
+                _mark_report_unpublished(result.report, str(exc))
+        lap("publish", "published" if published else "nothing published")
+        current = "lineage"
+        lineage.end(published, run_dir, seconds, failures, result.warnings)
+    except ConfigError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any failure of the run itself: exit 3, says where
+        raise RunFailed(current, run_dir, exc) from exc
     return RunResult(run_dir.name, date, published, result.report, summary, failures,
-                     version, seconds)
+                     version, seconds, result.warnings)
 
 
 def _mark_report_unpublished(report: str | None, why: str) -> None:
@@ -132,6 +206,8 @@ def describe(result: RunResult, root: DataRoot) -> str:
                      f"{s['seq_base'] + 1}..{s['last_commit_seq']}")
     for f in result.failures:
         lines.append(f"  failed: {f}")
+    for w in result.warnings:
+        lines.append(f"  warning: {w}")
     if result.published:
         lines.append(f"  published: {root.published}/changes, transactions, tables "
                      f"(snapshot {Path(result.version).name})")

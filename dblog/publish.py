@@ -35,6 +35,7 @@ import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
+from .mirror import MIRROR, NET_CHANGES, mirror_nights, retained
 from .order import AUDIT, CHANGES, QUARANTINE, STATE, TRANSACTIONS
 from .paths import DataRoot
 from .stage import CARRY_DIR, HELD_DIR, SEQ_FILE, state_dates
@@ -77,9 +78,9 @@ def _replaced(rel: Path, sources: set[str], date: str) -> bool:
     parts = rel.parts
     if f"date={date}" not in parts:
         return False
-    if parts[0] in (CHANGES, TRANSACTIONS):
+    if parts[0] in (CHANGES, TRANSACTIONS, NET_CHANGES):
         return any(p in {f"source={s}" for s in sources} for p in parts)
-    if parts[0] == TABLES:
+    if parts[0] in (TABLES, MIRROR):
         return len(parts) > 1 and parts[1] in sources
     return False
 
@@ -193,25 +194,29 @@ def publish(root: DataRoot, manifest: dict, run_dir: Path, summary: dict,
         version = root.versions / (
             _dt.datetime.now(_dt.timezone.utc).strftime("v%Y%m%dT%H%M%S%f") + "_" + uuid.uuid4().hex[:6])
         version.mkdir(parents=True)
+        expired = _expired_mirrors(current, manifest, run_dir, sources)
         if current is not None:
             for dirpath, _dirs, files in os.walk(current):
                 rel_dir = Path(dirpath).relative_to(current)
                 for f in files:
                     rel = rel_dir / f
-                    if rel.parts and rel.parts[0] in (CHANGES, TRANSACTIONS, TABLES) \
-                            and not _replaced(rel, sources, date):
+                    if rel.parts and rel.parts[0] in (CHANGES, TRANSACTIONS, TABLES, MIRROR,
+                                                      NET_CHANGES) \
+                            and not _replaced(rel, sources, date) and not expired(rel):
                         (version / rel_dir).mkdir(parents=True, exist_ok=True)
                         os.link(Path(dirpath) / f, version / rel)
         _failpoint("snapshot_previous")
-        for dataset in (CHANGES, TRANSACTIONS):
+        for dataset in (CHANGES, TRANSACTIONS, NET_CHANGES):
             for s, d, p in _partitions(run_dir / dataset):
                 if s in sources:
                     _link_tree(p, version / dataset / f"source={s}" / f"date={d}")
             _failpoint("snapshot_changes")
-        tables = run_dir / TABLES
-        for s in sorted(sources):
-            for tdir in sorted((tables / s).glob("*/date=*")):
-                _link_tree(tdir, version / TABLES / tdir.relative_to(tables))
+        for dataset in (TABLES, MIRROR):
+            tables = run_dir / dataset
+            for s in sorted(sources):
+                for tdir in sorted((tables / s).glob("*/date=*")):
+                    if not expired(Path(dataset) / tdir.relative_to(tables)):
+                        _link_tree(tdir, version / dataset / tdir.relative_to(tables))
         _failpoint("snapshot_tables")
         for dataset in (CHANGES, TRANSACTIONS, TABLES):
             (version / dataset).mkdir(exist_ok=True)
@@ -228,6 +233,26 @@ def publish(root: DataRoot, manifest: dict, run_dir: Path, summary: dict,
         _failpoint("swapped")
         _collect_garbage(root, version)
     return version
+
+
+def _expired_mirrors(current: Path | None, manifest: dict, run_dir: Path, sources: set[str]):
+    """A predicate on snapshot-relative paths: a mirror folder of a night past its source's
+    ``mirror_retention`` (the last N nights that built a mirror are kept)."""
+    keep: dict[str, set[str]] = {}
+    for s in manifest["sources"]:
+        if s["name"] not in sources:
+            continue
+        nights = set(mirror_nights(current, s["name"])) if current is not None else set()
+        if (Path(run_dir) / NET_CHANGES / f"source={s['name']}" / f"date={manifest['date']}").is_dir():
+            nights.add(manifest["date"])
+        keep[s["name"]] = set(retained(sorted(nights), int(s.get("mirror_retention") or 7)))
+
+    def expired(rel: Path) -> bool:
+        parts = rel.parts
+        if len(parts) < 4 or parts[0] != MIRROR or parts[1] not in keep:
+            return False
+        return parts[3].startswith("date=") and parts[3][5:] not in keep[parts[1]]
+    return expired
 
 
 def _fsync_dir(path: Path) -> None:

@@ -1,9 +1,34 @@
-"""One way to build the SparkSession, shared by ``dblog run``, the jobs and the tests."""
+"""One way to build the SparkSession, shared by ``dblog run``, the jobs and the tests.
+
+Memory and shuffle defaults (docs/ARCHITECTURE.md, "Memory"):
+
+* **Shuffle partitions follow the data**: adaptive query execution is on, shuffles start
+  from ``INITIAL_PARTITIONS`` partitions and are coalesced to about
+  ``ADVISORY_PARTITION_SIZE`` each (``parallelismFirst`` off, so the advisory size, not the
+  core count, decides), skewed partitions of joins and rebalances are split.
+  ``DBLOG_SHUFFLE_PARTITIONS`` still fixes the initial number.
+* **The local JVM is sized from the machine**: when this process starts the JVM itself in
+  local mode (``dblog run``, the tests, the benchmark), ``spark.driver.memory`` (the heap of
+  the one JVM that is driver and executor at once) defaults to ``DRIVER_MEMORY_FRACTION`` of
+  the physical memory (or of the cgroup limit when lower), at least ``MIN_DRIVER_MEMORY_MB``.
+  ``DBLOG_DRIVER_MEMORY`` (e.g. ``6g``) overrides it. It must be set before the JVM starts,
+  so it is only applied when no JVM runs yet: under ``spark-submit`` (the Airflow DAG, a
+  cluster) the JVM is already up and the cluster's own settings (``--driver-memory``,
+  ``spark-defaults.conf``, executor memory) are never overridden; neither is a
+  ``spark.driver.memory`` that ``PYSPARK_SUBMIT_ARGS`` or ``spark-defaults.conf`` sets.
+"""
 
 from __future__ import annotations
 
 import os
+import re
 import sys
+from pathlib import Path
+
+DRIVER_MEMORY_FRACTION = 0.25      # of physical memory, for the local JVM's heap
+MIN_DRIVER_MEMORY_MB = 1024        # Spark's own default
+INITIAL_PARTITIONS = 64            # shuffle partitions before AQE coalesces them
+ADVISORY_PARTITION_SIZE = "64m"    # target size of a shuffle partition after coalescing
 
 DEFAULT_CONF = {
     "spark.sql.session.timeZone": "UTC",
@@ -13,7 +38,73 @@ DEFAULT_CONF = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.adaptive.enabled": "true",
+    "spark.sql.adaptive.coalescePartitions.enabled": "true",
+    "spark.sql.adaptive.coalescePartitions.parallelismFirst": "false",
+    "spark.sql.adaptive.advisoryPartitionSizeInBytes": ADVISORY_PARTITION_SIZE,
+    "spark.sql.adaptive.skewJoin.enabled": "true",
+    "spark.sql.adaptive.optimizeSkewsInRebalancePartitions.enabled": "true",
 }
+
+
+def physical_memory_bytes() -> int | None:
+    """Physical memory of the machine, or the cgroup (v2 or v1) limit of this process when lower."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        total = None
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            text = Path(path).read_text().strip()
+        except OSError:
+            continue
+        if text.isdigit() and int(text) > 0:
+            limit = int(text)
+            total = limit if total is None else min(total, limit)
+    return total
+
+
+def default_driver_memory(total: int | None = None) -> str:
+    """``spark.driver.memory`` for a local JVM: a fraction of the machine's memory, in MiB."""
+    total = physical_memory_bytes() if total is None else total
+    if not total:
+        return f"{MIN_DRIVER_MEMORY_MB}m"
+    mb = int(total * DRIVER_MEMORY_FRACTION) // (1024 * 1024)
+    return f"{max(MIN_DRIVER_MEMORY_MB, mb)}m"
+
+
+def jvm_running() -> bool:
+    """True under spark-submit (the JVM started this Python process) or with a live gateway."""
+    from pyspark import SparkContext
+
+    return bool(os.environ.get("PYSPARK_GATEWAY_PORT")) or SparkContext._gateway is not None
+
+
+def _driver_memory_configured_elsewhere() -> bool:
+    if re.search(r"--driver-memory|spark\.driver\.memory", os.environ.get("PYSPARK_SUBMIT_ARGS", "")):
+        return True
+    dirs = [os.environ.get("SPARK_CONF_DIR")]
+    if os.environ.get("SPARK_HOME"):
+        dirs.append(os.path.join(os.environ["SPARK_HOME"], "conf"))
+    for d in filter(None, dirs):
+        try:
+            text = Path(d, "spark-defaults.conf").read_text()
+        except OSError:
+            continue
+        if re.search(r"^\s*spark\.driver\.memory\b", text, re.M):
+            return True
+    return False
+
+
+def memory_settings(master: str | None) -> dict[str, str]:
+    """The JVM memory settings this process applies when it starts a Spark JVM for ``master``."""
+    if jvm_running():         # too late, and under spark-submit not ours to set
+        return {}
+    if os.environ.get("DBLOG_DRIVER_MEMORY"):
+        return {"spark.driver.memory": os.environ["DBLOG_DRIVER_MEMORY"]}
+    local = master is None or master.startswith("local")
+    if not local or _driver_memory_configured_elsewhere():
+        return {}
+    return {"spark.driver.memory": default_driver_memory()}
 
 
 def get_session(master: str | None = None, app: str = "dblog", conf: dict | None = None):
@@ -31,9 +122,9 @@ def get_session(master: str | None = None, app: str = "dblog", conf: dict | None
     if master:
         builder = builder.master(master)
     settings = dict(DEFAULT_CONF)
-    settings.setdefault("spark.sql.shuffle.partitions", os.environ.get("DBLOG_SHUFFLE_PARTITIONS", "8"))
-    if os.environ.get("DBLOG_DRIVER_MEMORY"):
-        settings["spark.driver.memory"] = os.environ["DBLOG_DRIVER_MEMORY"]
+    settings["spark.sql.shuffle.partitions"] = os.environ.get("DBLOG_SHUFFLE_PARTITIONS",
+                                                              str(INITIAL_PARTITIONS))
+    settings.update(memory_settings(master))
     settings.update(conf or {})
     for key, value in settings.items():
         builder = builder.config(key, value)

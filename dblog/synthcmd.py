@@ -40,6 +40,8 @@ def synth_source(src: Source, root: DataRoot, first: _dt.date, days: int, transa
                 d = e.as_dict()
                 d["commit_ts"] = d["commit_ts"].isoformat() if d["commit_ts"] else None
                 fh.write(json.dumps(d) + "\n")
+        if night.mirror:      # each keyed table as the generator knows it wrote it
+            (exp_dir / f"{date}.mirror.json").write_text(json.dumps(night.mirror), encoding="utf-8")
         written.append({"source": src.name, "date": date, "archives": len(night.archives),
                         "bytes": sum(len(v) for v in night.archives.values()),
                         "expected_changes": len(night.expected)})

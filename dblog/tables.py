@@ -1,20 +1,43 @@
 """Typed per-table datasets (SPEC section 5): ``tables/<source>/<schema>.<table>/date=D``.
 
-The JSON row images of the staged changes are parsed with ``from_json`` (every field read
-as text, so DECIMAL strings and number tokens keep their exact text) and cast to the
-Spark type the catalog gives each column: ``before_<col>`` and ``after_<col>``.
+**One pass over the changes, whatever the number of tables.** The staged changes (only the
+columns the tables need) are rebalanced by (source, table_id): rows of one table meet in one
+task unless the table is large, when adaptive execution splits it. Each task
+(``mapInArrow``) turns the JSON row images of the rows it holds into the catalog's types
+with Arrow and writes one Parquet file per table it saw, named after its partition
+(``part-<partition>.zstd.parquet``): a retried task overwrites its own file, and the stage
+clears ``tables/`` first, so a rerun never leaves a stale file. The job returns one small
+row per file written (tables x tasks, never the night).
+
+Values are those of the images' text cast to the catalog's Spark type, as Spark's
+``try_cast`` would: every field of the JSON object is read as text (``parse_int`` /
+``parse_float`` keep numbers' exact text; a nested object, e.g. a BLOB reference
+``{"blob_id": n}``, is kept as compact JSON text), then cast with Arrow; a value that does
+not cast (bad text, overflow) becomes null; BINARY/VARBINARY are lower-case hex decoded.
 """
 
 from __future__ import annotations
 
+import json
+import shutil
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from pathlib import Path
+from typing import Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from decoders.catalog import Column, parse_catalog
 
-from .order import CHANGES, read_staged
-from .sparkio import run_concurrently, write_parquet
+from .ordering.schema import CHANGES, read_staged
 
 TABLES = "tables"
+ROW_GROUP_ROWS = 65_536       # rows of one table buffered before they are written
+TASK_BUFFER_ROWS = 262_144    # rows of all tables buffered by one task before all are written
+WRITTEN_DDL = "source STRING, table_id STRING, path STRING, rows LONG"
+INPUT_COLUMNS = ["source", "table_id", "op", "commit_seq", "event_seq", "commit_ts", "before", "after"]
+META_FIELDS = [("op", pa.string()), ("commit_seq", pa.int64()), ("event_seq", pa.int32()),
+               ("commit_ts", pa.timestamp("us", tz="UTC"))]
 
 
 def spark_type(col: Column) -> str:
@@ -41,6 +64,9 @@ def spark_type(col: Column) -> str:
 
 
 def typed_columns(F, image: str, columns: list[Column]):
+    """Spark columns ``<image>_<col>`` typed from a JSON image column (every field read as
+    text, then ``try_cast`` to the catalog's type): the Spark twin of ``typed_batch``, for
+    stages that type images inside a Spark plan (the mirror)."""
     from pyspark.sql.types import StringType, StructField, StructType
 
     schema = StructType([StructField(c.name, StringType()) for c in columns])
@@ -59,26 +85,189 @@ def typed_columns(F, image: str, columns: list[Column]):
     return out
 
 
-def tables_stage(spark, manifest: dict, run_dir: Path) -> int:
-    """Write one typed dataset per catalog table that has changes tonight; returns how many."""
-    from pyspark.sql import functions as F
+def arrow_type(spark_name: str) -> pa.DataType:
+    simple = {"smallint": pa.int16(), "int": pa.int32(), "bigint": pa.int64(),
+              "float": pa.float32(), "double": pa.float64(), "binary": pa.binary(),
+              "date": pa.date32(), "timestamp_ntz": pa.timestamp("us"), "string": pa.string()}
+    if spark_name in simple:
+        return simple[spark_name]
+    if spark_name.startswith("decimal("):
+        p, s = spark_name[len("decimal("):-1].split(",")
+        return pa.decimal128(int(p), int(s))
+    raise ValueError(f"no Arrow type for {spark_name}")
 
-    run_dir = Path(run_dir)
-    changes = read_staged(spark, run_dir, CHANGES)
+
+def table_schema(columns: list[tuple[str, str]]) -> pa.Schema:
+    """The typed dataset's schema: op, commit_seq, event_seq, commit_ts, before_*, after_*."""
+    fields = [pa.field(n, t) for n, t in META_FIELDS]
+    for image in ("before", "after"):
+        fields += [pa.field(f"{image}_{name}", arrow_type(st)) for name, st in columns]
+    return pa.schema(fields)
+
+
+# ----------------------------------------------------------------- JSON images -> typed Arrow
+
+_decode = json.JSONDecoder(parse_int=str, parse_float=str, parse_constant=str).decode
+
+
+def _text(value):
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def image_fields(texts: list, names: list[str]) -> list[list]:
+    """JSON object texts (or None) -> per name, the field's text (None when absent/null)."""
+    out: list[list] = [[] for _ in names]
+    for text in texts:
+        obj = _decode(text) if text is not None else None
+        if not isinstance(obj, dict):
+            for col in out:
+                col.append(None)
+            continue
+        for col, name in zip(out, names):
+            col.append(_text(obj.get(name)))
+    return out
+
+
+def _one(text: str, typ: pa.DataType):
+    """One value's cast, as ``try_cast``: None when it does not cast."""
+    try:
+        if pa.types.is_decimal(typ):
+            d = Decimal(text).quantize(Decimal(1).scaleb(-typ.scale), rounding=ROUND_HALF_UP)
+            return d if len(d.as_tuple().digits) <= typ.precision else None
+        return pc.cast(pa.array([text]), typ)[0].as_py()
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, InvalidOperation, ValueError):
+        return None
+
+
+def cast_texts(texts: list, typ: pa.DataType) -> pa.Array:
+    """Field texts -> an Arrow array of ``typ`` (vectorised; value by value when some fail)."""
+    if pa.types.is_string(typ):
+        return pa.array(texts, pa.string())
+    if pa.types.is_binary(typ):
+        out = []
+        for t in texts:
+            try:
+                out.append(None if t is None else bytes.fromhex(t))
+            except ValueError:
+                out.append(None)
+        return pa.array(out, pa.binary())
+    arr = pa.array(texts, pa.string())
+    try:
+        return pc.cast(arr, typ)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return pa.array([None if t is None else _one(t, typ) for t in texts], typ)
+
+
+def typed_batch(rows: pa.Table, columns: list[tuple[str, str]], schema: pa.Schema) -> pa.Table:
+    """Rows of one table (INPUT_COLUMNS) -> its typed rows (``schema``)."""
+    names = [n for n, _ in columns]
+    arrays = [rows.column(n).cast(t) for n, t in META_FIELDS]
+    for image in ("before", "after"):
+        fields = image_fields(rows.column(image).to_pylist(), names)
+        arrays += [cast_texts(vals, arrow_type(st)) for vals, (_, st) in zip(fields, columns)]
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+# ----------------------------------------------------------------- the task
+
+def _write_tables(specs: dict[str, dict]):
+    """mapInArrow function: change rows -> typed Parquet files (one per table seen), yielding
+    (source, table_id, path, rows) per file written. ``specs``: "source\\0table_id" -> dir
+    and columns, for the catalog tables."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyarrow.parquet as pq
+        from pyarrow import fs as pafs
+        from pyspark import TaskContext
+
+        part = TaskContext.get().partitionId()
+        buffers: dict[str, list[pa.Table]] = {}
+        buffered = {"rows": 0}
+        writers: dict[str, tuple] = {}
+
+        def flush(key: str) -> None:
+            tables = buffers.pop(key, [])
+            if not tables:
+                return
+            spec = specs[key]
+            rows = pa.concat_tables(tables)
+            buffered["rows"] -= rows.num_rows
+            schema = table_schema(spec["columns"])
+            if key not in writers:
+                filesystem, base = pafs.FileSystem.from_uri(spec["uri"])
+                filesystem.create_dir(base, recursive=True)
+                final = f"{base}/part-{part:05d}.zstd.parquet"
+                tmp = f"{base}/.part-{part:05d}.zstd.parquet.tmp"
+                writers[key] = (pq.ParquetWriter(tmp, schema, filesystem=filesystem,
+                                                 compression="zstd"), filesystem, tmp, final, [0])
+            writer, _, _, _, count = writers[key]
+            writer.write_table(typed_batch(rows, spec["columns"], schema))
+            count[0] += rows.num_rows
+
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            keys = pc.binary_join_element_wise(batch.column("source"), batch.column("table_id"), "\0")
+            table = pa.Table.from_batches([batch])
+            for key in pc.unique(keys).to_pylist():
+                if key is None or key not in specs:
+                    continue           # no table id, or not a catalog table: no typed dataset
+                rows = table.filter(pc.equal(keys, key))
+                buffers.setdefault(key, []).append(rows)
+                buffered["rows"] += rows.num_rows
+                if sum(t.num_rows for t in buffers[key]) >= ROW_GROUP_ROWS:
+                    flush(key)
+            if buffered["rows"] >= TASK_BUFFER_ROWS:
+                for key in list(buffers):
+                    flush(key)
+        for key in list(buffers):
+            flush(key)
+        out = {"source": [], "table_id": [], "path": [], "rows": []}
+        for key, (writer, filesystem, tmp, final, count) in writers.items():
+            writer.close()
+            filesystem.move(tmp, final)          # a retried task replaces its own file
+            source, table_id = key.split("\0", 1)
+            out["source"].append(source)
+            out["table_id"].append(table_id)
+            out["path"].append(final)
+            out["rows"].append(count[0])
+        yield pa.RecordBatch.from_pydict(out, schema=pa.schema(
+            [("source", pa.string()), ("table_id", pa.string()), ("path", pa.string()),
+             ("rows", pa.int64())]))
+
+    return run
+
+
+def table_specs(manifest: dict, out_root: Path) -> dict[str, dict]:
+    """"source\\0table_id" -> {"uri": the table's date folder, "columns": [(name, spark type)]}."""
     date = manifest["date"]
-    jobs = []
-    present = {(r["source"], r["table_id"]) for r in
-               changes.select("source", "table_id").distinct().collect()}
+    specs = {}
     for src in manifest["sources"]:
         catalog = parse_catalog(src["catalog"], f"<catalog of {src['name']}>")
         for table in catalog.tables:
-            if (src["name"], table.id) not in present:
-                continue
-            cols = list(table.columns)
-            df = changes.filter((F.col("source") == src["name"]) & (F.col("table_id") == table.id)) \
-                .select("op", "commit_seq", "event_seq", "commit_ts",
-                        *typed_columns(F, "before", cols), *typed_columns(F, "after", cols))
-            out = run_dir / TABLES / src["name"] / table.qualified_name / f"date={date}"
-            jobs.append(write_parquet(df, str(out)))
-    run_concurrently(jobs)
-    return len(jobs)
+            folder = Path(out_root) / src["name"] / table.qualified_name / f"date={date}"
+            specs[f"{src['name']}\0{table.id}"] = {
+                "uri": folder.resolve().as_uri(),
+                "columns": [(c.name, spark_type(c)) for c in table.columns]}
+    return specs
+
+
+def write_tables(changes, specs: dict[str, dict]):
+    """changes (INPUT_COLUMNS) -> the files written (WRITTEN_DDL), as a lazy DataFrame."""
+    rows = changes.select(*INPUT_COLUMNS).hint("rebalance", "source", "table_id")
+    return rows.mapInArrow(_write_tables(specs), WRITTEN_DDL)
+
+
+def tables_stage(spark, manifest: dict, run_dir: Path) -> int:
+    """Write one typed dataset per catalog table that has changes tonight; returns how many."""
+    run_dir = Path(run_dir)
+    out_root = run_dir / TABLES
+    if out_root.exists():
+        shutil.rmtree(out_root)
+    specs = table_specs(manifest, out_root)
+    written = write_tables(read_staged(spark, run_dir, CHANGES), specs).collect()
+    return len({(r["source"], r["table_id"]) for r in written})

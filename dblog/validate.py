@@ -22,12 +22,14 @@ from decoders import FORMATS, get as get_format
 from decoders.events import KINDS
 
 from .decode import EVENTS_DIR, spark_event_schema
+from .mirror import prepare_missing_base, prepare_mirror, prepare_net_changes
 from .order import AUDIT, CHANGES, QUARANTINE, TRANSACTIONS, read_staged
 from .paths import DataRoot
 
 EXPECTATIONS_DIR = Path(__file__).resolve().parent.parent / "expectations"
 CHECKS = "checks"
-SUITES = ("events", "changes", "transactions", "audit", "quarantine")
+SUITES = ("events", "changes", "transactions", "audit", "quarantine", "mirror", "net_changes",
+          "mirror_missing_base")
 # Only what decides pass/fail is computed by GX (one bundled aggregate per level of the metric
 # graph); counts and example rows of a *failed* expectation are computed afterwards by
 # ``explain``, so a good night pays for none of them.
@@ -42,6 +44,11 @@ class ValidationResult:
     report: str | None
     failures: list[str] = field(default_factory=list)
     results: list[dict] = field(default_factory=list)
+    checks: list = field(default_factory=list)      # dblog.checks.CheckResult of the night
+
+    @property
+    def warnings(self) -> list[str]:
+        return [c.message for c in self.checks if c.flagged and not c.failed]
 
 
 # ----------------------------------------------------------------- check datasets
@@ -159,15 +166,21 @@ def prepare_quarantine(spark, manifest: dict, run_dir: Path):
 
 
 PREPARE = {"events": prepare_events, "changes": prepare_changes, "transactions": prepare_transactions,
-           "audit": prepare_audit, "quarantine": prepare_quarantine}
+           "audit": prepare_audit, "quarantine": prepare_quarantine,
+           # mirrors and net changes (dblog/mirror.py)
+           "mirror": prepare_mirror, "net_changes": prepare_net_changes,
+           "mirror_missing_base": prepare_missing_base}
 
 
 def write_checks(spark, manifest: dict, run_dir: Path, suites: tuple[str, ...] = SUITES) -> Path:
-    """Write the check dataset of each suite under ``<run_dir>/checks/<suite>/``."""
+    """Write the check dataset of each suite under ``<run_dir>/checks/<suite>/``.
+
+    Written as the data partitions it (never through one task: a check dataset can be as
+    large as the night, e.g. one row per change); adaptive execution coalesces the small ones
+    into a file or a few."""
     checks = Path(run_dir) / CHECKS
     for name in suites:
-        PREPARE[name](spark, manifest, run_dir).coalesce(1).write.mode("overwrite") \
-            .parquet(str(checks / name))
+        PREPARE[name](spark, manifest, run_dir).write.mode("overwrite").parquet(str(checks / name))
     return checks
 
 
@@ -310,17 +323,29 @@ def validate_stage(spark, manifest: dict, run_dir: Path, root: DataRoot) -> Vali
     docs = report_dir / "data_docs"
     if docs.exists():
         shutil.rmtree(docs)
+    from .checks import finish_night, history_stage
+
+    night = history_stage(spark, manifest, run_dir, root)   # metrics/ and the history checks
+    th = time.monotonic()
     result = run_checkpoint(checks, docs, run_dir / "gx", manifest["run_id"])
     success, failures, rows = summarize(result, spark, checks)
+    success = success and not night.failures
+    failures = failures + night.failures
     t2 = time.monotonic()
-    timings = {"checks_s": round(t1 - t0, 2), "checkpoint_s": round(t2 - t1, 2)}
+    timings = {"checks_s": round(t1 - t0, 2), "history_s": round(th - t1, 2),
+               "checkpoint_s": round(t2 - th, 2)}
+    finish_night(run_dir, manifest, night, t2 - t0)
     (run_dir / "validation.json").write_text(json.dumps(
-        {"success": success, "failures": failures, "results": rows, "timings": timings}, indent=1))
+        {"success": success, "failures": failures, "results": rows, "timings": timings,
+         "checks": [r.to_json() for r in night.results], "warnings": night.warnings}, indent=1))
     from .report import write_report
 
-    report = write_report(spark, manifest, run_dir, root, success, failures, rows)
+    report = write_report(spark, manifest, run_dir, root, success, failures, rows,
+                          checks=night.results, metrics=night.metrics)
     timings["report_s"] = round(time.monotonic() - t2, 2)
-    log.info("validation %s: check datasets %.1fs, checkpoint %.1fs, report %.1fs",
-             "passed" if success else "FAILED", timings["checks_s"], timings["checkpoint_s"],
-             timings["report_s"])
-    return ValidationResult(success, str(report), failures, rows)
+    log.info("validation %s: check datasets %.1fs, metrics and history checks %.1fs, "
+             "checkpoint %.1fs, report %.1fs", "passed" if success else "FAILED",
+             timings["checks_s"], timings["history_s"], timings["checkpoint_s"], timings["report_s"])
+    for w in night.warnings:
+        log.warning("%s", w)
+    return ValidationResult(success, str(report), failures, rows, night.results)

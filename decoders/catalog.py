@@ -73,6 +73,7 @@ class Table:
     columns: tuple[Column, ...]
     key: tuple[str, ...] = ()
     encoding: str | None = None
+    initial_snapshot: str | None = None     # Parquet path, relative to the catalog file
 
     @property
     def qualified_name(self) -> str:
@@ -84,6 +85,8 @@ class Table:
             out["key"] = list(self.key)
         if self.encoding:
             out["encoding"] = self.encoding
+        if self.initial_snapshot:
+            out["initial_snapshot"] = self.initial_snapshot
         out["columns"] = [c.to_json() for c in self.columns]
         return out
 
@@ -212,7 +215,11 @@ def parse_catalog(doc: Any, file: str) -> Catalog:
         for k in key:
             if k not in names:
                 raise ConfigError(file, f"{where}.key", f"key column {k!r} is not a column")
-        tables.append(Table(tid, schema, name, tuple(columns), tuple(key), encoding))
+        snapshot = tdoc.get("initial_snapshot")
+        if snapshot is not None and (not isinstance(snapshot, str) or not snapshot):
+            raise ConfigError(file, f"{where}.initial_snapshot",
+                              f"expected a Parquet path (relative to the catalog), got {snapshot!r}")
+        tables.append(Table(tid, schema, name, tuple(columns), tuple(key), encoding, snapshot))
     return Catalog(source, fmt, tuple(tables))
 
 

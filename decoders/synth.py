@@ -9,6 +9,7 @@ with the shared ``RowRenderer`` from the generator's own values, never from deco
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import random
 import string
 from dataclasses import dataclass, field
@@ -18,7 +19,7 @@ from typing import Callable, Iterable
 import numpy as np
 
 from .catalog import Catalog, Column, Table
-from .codecs import BlobRef, Float4, RowRenderer
+from .codecs import BlobRef, Float4, RowRenderer, value_renderer
 
 _ALNUM = string.ascii_letters + string.digits
 
@@ -159,7 +160,7 @@ class Planner:
                  value: Callable[[Column, random.Random], object] = default_value,
                  ops: tuple[str, ...] = ("c", "c", "u", "u", "d"),
                  p_rollback: float = 0.05, p_open: float = 0.03, p_ddl: float = 0.01,
-                 p_truncate: float = 0.0, max_changes: int = 6) -> None:
+                 p_truncate: float = 0.0, max_changes: int = 6, p_reinsert: float = 0.0) -> None:
         self.catalog = catalog
         self.rng = random.Random(seed)
         self.value = value
@@ -167,8 +168,10 @@ class Planner:
         self.p_rollback, self.p_open, self.p_ddl, self.p_truncate = \
             p_rollback, p_open, p_ddl, p_truncate
         self.max_changes = max_changes
+        self.p_reinsert = p_reinsert      # an insert re-using the key of a row deleted tonight
         self.serial = 0
         self.rows: dict[str, list[list]] = {t.id: [] for t in catalog.tables}
+        self.deleted: dict[str, list[list]] = {t.id: [] for t in catalog.tables}
 
     def row(self, table: Table) -> list:
         return [self.value(c, self.rng) for c in table.columns]
@@ -181,6 +184,12 @@ class Planner:
             op = "c"
         if op in ("c", "m"):
             after = self.row(table)
+            gone = self.deleted[table.id]
+            if self.p_reinsert and gone and table.key and rng.random() < self.p_reinsert:
+                old = gone.pop(rng.randrange(len(gone)))
+                for j, c in enumerate(table.columns):
+                    if c.name in table.key:
+                        after[j] = old[j]
             live.append(after)
             return SynChange(op, table, None, after)
         i = rng.randrange(len(live))
@@ -194,6 +203,8 @@ class Planner:
             return SynChange("u", table, before, after)
         live[i] = live[-1]
         live.pop()
+        if self.p_reinsert:
+            self.deleted[table.id].append(before)
         return SynChange("d", table, before, None)
 
     def transaction(self, when: _dt.datetime) -> SynTrx:
@@ -222,7 +233,81 @@ class Planner:
         """``n`` transactions spread over the day, in begin order."""
         start = _dt.datetime.combine(date, _dt.time(0, 0))
         step = 86_000 / max(n, 1)
+        for gone in self.deleted.values():
+            gone.clear()
         return [self.transaction(start + _dt.timedelta(seconds=i * step)) for i in range(n)]
+
+
+class KeyedState:
+    """Each keyed table as the generator knows it wrote it: the committed changes applied by
+    key in commit order (SPEC section 5, "Change products": ``c``/``m`` upsert the after
+    image, ``u`` removes the before key and upserts the after image, ``d`` removes, ``t``
+    empties, ``ddl`` nothing), from the generator's own values."""
+
+    def __init__(self, catalog: Catalog) -> None:
+        self.tables = {t.id: t for t in catalog.tables if t.key}
+        self.key_idx = {t.id: [i for i, c in enumerate(t.columns) if c.name in t.key]
+                        for t in self.tables.values()}
+        # table id -> key -> (values, trx_id, commit_position, date of the change)
+        self.rows: dict[str, dict[tuple, tuple]] = {tid: {} for tid in self.tables}
+        # of the last ``apply``: updates/deletes that found no row, per table id; and per
+        # (table id, key) the changes naming it: [count, first (trx_id, pos), last (trx_id, pos)]
+        self.missing: dict[str, int] = {}
+        self.named: dict[tuple, list] = {}
+
+    def key(self, table_id: str, values: list) -> tuple:
+        return tuple(values[i] for i in self.key_idx[table_id])
+
+    def apply(self, committed: list[SynTrx], date: _dt.date) -> None:
+        self.missing, self.named = {}, {}
+
+        def name(tid: str, key: tuple, who: tuple) -> None:
+            n = self.named.setdefault((tid, key), [0, who, who])
+            n[0] += 1
+            n[2] = who
+
+        for t in sorted(committed, key=lambda t: t.commit_position):
+            who = (t.trx_id, t.commit_position)
+            for ch in t.changes:
+                tab = ch.table
+                rows = self.rows.get(tab.id) if tab is not None else None
+                if rows is None:
+                    continue
+                if ch.op == "t":
+                    for key in rows:
+                        name(tab.id, key, who)
+                    rows.clear()
+                    continue
+                keys = set()
+                if ch.op in ("u", "d") and ch.before is not None:
+                    keys.add(self.key(tab.id, ch.before))
+                    if self.key(tab.id, ch.before) not in rows:
+                        self.missing[tab.id] = self.missing.get(tab.id, 0) + 1
+                    rows.pop(self.key(tab.id, ch.before), None)
+                if ch.op in ("c", "m", "u") and ch.after is not None:
+                    keys.add(self.key(tab.id, ch.after))
+                    rows[self.key(tab.id, ch.after)] = (list(ch.after), t.trx_id,
+                                                        t.commit_position, date)
+                for key in keys:
+                    name(tab.id, key, who)
+
+    def key_text(self, table_id: str, key: tuple) -> str:
+        """The key as a canonical JSON object, columns in the catalog's ``key`` order."""
+        tab = self.tables[table_id]
+        by_name = {c.name: (i, c) for i, c in enumerate(tab.columns)}
+        vals = dict(zip([tab.columns[i].name for i in self.key_idx[table_id]], key))
+        parts = []
+        for k in tab.key:
+            v = vals[k]
+            parts.append(json.dumps(k) + ": " + ("null" if v is None else value_renderer(by_name[k][1])(v)))
+        return "{" + ", ".join(parts) + "}"
+
+    def rendered(self) -> dict[str, list[dict]]:
+        """Per table id: its rows as canonical JSON with the change that wrote them."""
+        return {tid: [{"key": self.key_text(tid, key), "row": render(self.tables[tid], v),
+                       "trx_id": trx, "commit_position": pos, "date": d.isoformat() if d else None}
+                      for key, (v, trx, pos, d) in rows.items()]
+                for tid, rows in self.rows.items()}
 
 
 @dataclass
@@ -231,6 +316,7 @@ class NightOut:
     archives: dict[str, bytes]        # file name -> bytes
     expected: list[Expected]          # what must be published on this night, in commit order
     trxs: list[SynTrx]                # every transaction written (in part) on this night
+    mirror: dict[str, list[dict]] = field(default_factory=dict)  # KeyedState.rendered() after it
 
 
 class FormatSynth:
@@ -253,6 +339,7 @@ class FormatSynth:
         self.planner = Planner(self.catalog, seed, value=self.value, **kw)
         self.carried: list[SynTrx] = []
         self.night_no = 0
+        self.state = KeyedState(self.catalog)
 
     # -- what a format provides
     def make_catalog(self, source: str, rng: random.Random) -> Catalog:
@@ -279,8 +366,12 @@ class FormatSynth:
         self.carried = [t for t in new if t.outcome == "open"]
         committed = [t for t in carried + new if t.outcome == "commit"]
         self.night_no += 1
+        mirror = {}
+        if self.images():
+            self.state.apply(committed, date)
+            mirror = self.state.rendered()
         return NightOut(date, archives, expected_rows(committed, images=self.images()),
-                        carried + new)
+                        carried + new, mirror)
 
     def nights(self, first: _dt.date, days: int, n_transactions: int) -> list[NightOut]:
         return [self.night(first + _dt.timedelta(days=i), n_transactions) for i in range(days)]

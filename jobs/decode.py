@@ -14,7 +14,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(__doc__, argv)
     from dblog.pipeline import decode_night
 
+    import time
+
+    from dblog.metrics import record_seconds
+
+    t0 = time.monotonic()
     decode_night(session("dblog-decode"), args.run_dir)
+    record_seconds(args.run_dir, "decode", time.monotonic() - t0)   # for the night's metrics
     print(f"decoded -> {args.run_dir / 'events'}")
     return 0
 

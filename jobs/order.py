@@ -15,7 +15,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(__doc__, argv)
     from dblog.pipeline import order_night
 
+    import time
+
+    from dblog.metrics import record_seconds
+
+    t0 = time.monotonic()
     summary = order_night(session("dblog-order"), args.run_dir)
+    record_seconds(args.run_dir, "order", time.monotonic() - t0)   # for the night's metrics
     print(json.dumps(summary, indent=1, default=str))
     return 0
 

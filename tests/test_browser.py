@@ -249,4 +249,11 @@ def _trigger_and_backfill(airflow_server, browser):
     ui.d.get(srv["base"] + url if url.startswith("/") else url)
     ui.find_text(f"dblog nightly report {nights[-1].isoformat()}", 30)
     ui.shot("06_report")
+    # a source's page from the report's own link: checks against history, 30-night charts
+    source = chosen_sources()[0]
+    ui.find(f"a[href='{source}.html']").click()
+    ui.find_text("Checks against history (0 flagged)", 30)
+    assert len(ui.d.find_elements(ui.By.CSS_SELECTOR, "svg.chart")) == 4
+    ui.d.set_window_size(1366, 2400)
+    ui.shot("07_report_source")
     print(f"UI trigger + 2-run backfill, 3 nights: {took:.0f} s")

@@ -231,3 +231,30 @@ def test_cli_exits_2_without_traceback(tmp_path, capsys, what):
     assert rc == 2, err
     assert "configuration error" in err and "Traceback" not in err
     assert not (tmp_path / "d").exists()
+
+
+def test_mirror_retention_and_missing_base_limit(tmp_path):
+    """``mirror_retention`` (default 7) and ``mirror_missing_base_limit`` (default off) are
+    validated with file, key and reason."""
+    import yaml
+
+    from dblog.config import load_config
+    from decoders.errors import ConfigError
+
+    cat = REPO / "include" / "catalogs" / "pos_solid.json"
+
+    def cfg(**extra):
+        path = tmp_path / "sources.yaml"
+        path.write_text(yaml.safe_dump({"sources": [
+            {"name": "pos_solid", "format": "soliddb", "catalog": str(cat), **extra}]}))
+        return path
+
+    src = load_config(cfg()).sources[0]
+    assert (src.mirror_retention, src.mirror_missing_base_limit) == (7, None)
+    src = load_config(cfg(mirror_retention=2, mirror_missing_base_limit=0)).sources[0]
+    assert (src.mirror_retention, src.mirror_missing_base_limit) == (2, 0)
+    for key, bad in (("mirror_retention", 0), ("mirror_retention", "7"), ("mirror_retention", True),
+                     ("mirror_missing_base_limit", -1), ("mirror_missing_base_limit", 1.5)):
+        with pytest.raises(ConfigError) as err:
+            load_config(cfg(**{key: bad}))
+        assert f"sources[0].{key}" in str(err.value) and "sources.yaml" in str(err.value)

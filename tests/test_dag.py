@@ -58,6 +58,10 @@ PARSE = textwrap.dedent("""
             "tags": sorted(dag.tags), "max_active_runs": dag.max_active_runs, "catchup": dag.catchup,
             "schedule": str(dag.timetable), "doc_md": bool(dag.doc_md),
             "params": dag.params.dump(),
+            "deadline": [{"reference": type(d.reference).__name__,
+                          "interval": d.interval.total_seconds(), "callback": d.callback.path,
+                          "callback_type": type(d.callback).__name__}
+                         for d in (dag.deadline or [])],
             "param_schema": {k: dag.params.get_param(k).schema for k in dag.params},
         }
     print("RESULT " + json.dumps(out, default=str))
@@ -171,6 +175,16 @@ def test_dag_settings(parsed):
     assert d["doc_md"]
     assert {"dblog", "nightly", "spark"} <= set(d["tags"])
     assert d["schedule"].startswith("CronDataIntervalTimetable(expression='0 3 * * *'")
+
+
+def test_deadline_alert_after_the_night_ends(parsed, tmp_path):
+    """DBLOG_DEADLINE (default 6 hours) after the night ends = logical date + 1 day + it."""
+    assert parsed["dag"]["deadline"] == [{
+        "reference": "DagRunLogicalDateDeadline", "interval": (24 + 6) * 3600.0,
+        "callback": "dblog.progress.deadline_missed", "callback_type": "AsyncCallback"}]
+    d = parse_dags(tmp_path / "a", DBLOG_DEADLINE="90m")["dag"]
+    assert [x["interval"] for x in d["deadline"]] == [24 * 3600.0 + 90 * 60]
+    assert parse_dags(tmp_path / "b", DBLOG_DEADLINE="off")["dag"]["deadline"] == []
 
 
 def test_schedule_is_configurable(tmp_path):

@@ -69,13 +69,15 @@ def check_numbers(spark, root: Path, date: str, where: Path):
     audit = spark.read.parquet(str(where["audit"])).filter(cond)
     want = audit.agg(*[F.sum(b).alias(b) for b in buckets]).first().asDict()
     [got] = p.table(*buckets)
-    assert {k: int(v) for k, v in got.items()} == {k: int(want[k] or 0) for k in buckets}
+    assert {k: int(v.replace(",", "")) for k, v in got.items()} == {k: int(want[k] or 0) for k in buckets}
     assert want["records_read"] > 0
 
     changes = spark.read.parquet(str(where["changes"])).filter(cond)
-    by_table = spark.createDataFrame(
-        [(r["schema_name"], r["table_name"], r["op"], int(r["count"]))
-         for r in p.table("schema_name", "table_name", "op", "count")],
+    ops = ("c", "u", "d", "m", "t", "ddl")
+    by_table = spark.createDataFrame(          # one row per table, a column per op
+        [(r["schema_name"], r["table_name"], op, int(r[f"changes_{op}"].replace(",", "")))
+         for r in p.table("schema_name", "table_name", *[f"changes_{op}" for op in ops])
+         for op in ops if int(r[f"changes_{op}"].replace(",", ""))],
         "schema_name STRING, table_name STRING, op STRING, count LONG")
     assert_df_equality(by_table, changes.groupBy("schema_name", "table_name", "op").count(),
                        ignore_row_order=True, ignore_nullable=True)

@@ -32,9 +32,12 @@ def _schema(dataset: str):
     from pyspark.sql.types import StructType
 
     from dblog.decode import spark_event_schema
+    from dblog.mirror import DDL as MIRROR_DDL
     from dblog.order import DDL
 
-    return spark_event_schema() if dataset == "events" else StructType.fromDDL(DDL[dataset])
+    if dataset == "events":
+        return spark_event_schema()
+    return StructType.fromDDL(DDL.get(dataset) or MIRROR_DDL[dataset])
 
 
 def _row(raw: dict, schema) -> tuple:

@@ -1,0 +1,772 @@
+"""Change products (SPEC section 5): every keyed table mirrored as of each night, and the
+night's net changes.
+
+``mirror/<S>/<SCHEMA>.<TABLE>/date=D/`` is the previous night's mirror with night D's
+published changes applied in (commit_seq, event_seq) order; ``net_changes/source=S/date=D/``
+holds one row per (table, key) that night's changes named. Both are built here, in the
+order stage after the typed tables, in one pass over all tables and sources:
+
+* Every row is handled in a generic form: ``key`` (canonical JSON object of the key
+  columns, derived from the row image) and ``row`` (the canonical JSON image of the whole
+  row, exactly the text the ``changes`` carry). So one DataFrame holds every table of every
+  source, and the rules are joins and windows over it, whatever the number of tables.
+* The generic rows of a mirror are kept beside its typed files, in the hidden folder
+  ``date=D/_rows/`` (readers skip folders starting with ``_``). The next night reads them
+  for the tables it changes: the ``before`` of a net change is the exact text the row was
+  written with, never a re-rendering of typed values.
+* Applying a night: each change becomes *key events* (``c``/``m`` upsert its after key;
+  ``u`` removes its before key and upserts its after key, one event when both are the
+  same; ``d`` removes its before key) and each truncate a *table event*. Per key, the
+  events and the truncates of its table are ordered by (commit_seq, event_seq); whether the
+  key is present after an event depends on that event alone (upsert: present, removal or
+  truncate: absent), so "present before this event" is one ``lag`` over the window, seeded
+  by the previous mirror. That gives the end state of each named key, the truncates that
+  removed a present row (they name it), and the updates/deletes that found no row
+  (``mirror_missing_base``). Keys of the previous mirror that no change names are kept,
+  or removed by the table's first truncate of the night.
+* A table the night does not change keeps its previous mirror: its ``date=D`` folder is
+  made of hard links to the previous night's files (no Spark job, no rewrite). Only the
+  tables changed tonight (and, on their first night, the tables seeded from an
+  ``initial_snapshot``) are rewritten, typed with ``dblog.tables.typed_columns``.
+
+Which night is "the previous one": that of the source's previous state (the latest earlier
+night published, as for held transactions), so a rerun of a night rebuilds its mirror from
+the night before it, and a backfill equals the nights run one by one. See
+``previous_mirror`` for the first night, nights before mirrors existed, and reruns of
+nights whose previous mirror is past ``mirror_retention``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from decoders.catalog import Column, parse_catalog
+
+from .order import CHANGES, read_staged
+from .paths import DataRoot
+from .sparkio import run_concurrently, write_parquet
+from .tables import spark_type, typed_columns
+
+log = logging.getLogger("dblog.mirror")
+
+MIRROR, NET_CHANGES, MIRROR_STATS = "mirror", "net_changes", "mirror_stats"
+ROWS_DIR = "_rows"                 # the generic rows of a mirror, beside its typed files
+ROWS_STAGED = "mirror_rows"        # staging: the generic rows of the tables rewritten tonight
+PREV_STAGED = "mirror_prev"        # staging: their rows at the start of the night (validation)
+MIRROR_SUMMARY = "mirror_summary.json"
+DEFAULT_RETENTION = 7
+ROW_OPS = ("c", "u", "d", "m", "t")
+ROWS_DDL = ("source STRING, table_id STRING, key STRING, row STRING, _commit_seq LONG, "
+            "_date STRING")
+NET_COLUMNS = ["table_id", "schema_name", "table_name", "key", "net_op", "before", "after",
+               "first_commit_seq", "last_commit_seq", "n_changes"]
+NET_DDL = ("table_id STRING, schema_name STRING, table_name STRING, key STRING, net_op STRING, "
+           "before STRING, after STRING, first_commit_seq LONG, last_commit_seq LONG, "
+           "n_changes LONG, source STRING, date STRING")
+STATS_DDL = ("source STRING, table_id STRING, schema_name STRING, table_name STRING, rows LONG, "
+             "mirror_missing_base LONG")
+
+
+# ----------------------------------------------------------------- which tables, and why not
+
+def mirror_plan(manifest: dict) -> tuple[list[dict], list[dict]]:
+    """(tables that get a mirror, tables that do not with the reason), from the manifest.
+
+    A table gets a mirror when its catalog entry has a ``key`` and its format writes row
+    images. Small: one entry per catalog table."""
+    mirrored, skipped = [], []
+    for src in manifest["sources"]:
+        catalog = parse_catalog(src["catalog"], f"<catalog of {src['name']}>")
+        for t in catalog.tables:
+            entry = {"source": src["name"], "format": src["format"], "table_id": t.id,
+                     "schema_name": t.schema, "table_name": t.name, "key": list(t.key),
+                     "columns": list(t.columns), "snapshot": _snapshot_path(src, t.initial_snapshot)}
+            if not t.key:
+                skipped.append({**_public(entry), "reason": "no key in the catalog"})
+            elif not has_images(src["format"]):
+                skipped.append({**_public(entry), "reason": f"{src['format']} logs carry no row "
+                                                            "images (changes have row_id only)"})
+            else:
+                mirrored.append(entry)
+    return mirrored, skipped
+
+
+def has_images(fmt: str) -> bool:
+    """Does the format's log carry row images (``HAS_IMAGES`` of its package)?"""
+    from decoders import get as get_format
+
+    return bool(getattr(get_format(fmt), "HAS_IMAGES", True))
+
+
+def _public(entry: dict) -> dict:
+    return {k: entry[k] for k in ("source", "table_id", "schema_name", "table_name")}
+
+
+def _snapshot_path(src: dict, rel: str | None) -> str | None:
+    if not rel:
+        return None
+    base = src.get("catalog_path")
+    path = Path(rel) if Path(rel).is_absolute() or not base else Path(base).parent / rel
+    return str(path)
+
+
+def table_dir(name: str, table: dict) -> str:
+    return f"{table['schema_name']}.{table['table_name']}"
+
+
+# ----------------------------------------------------------------- the previous night's mirror
+
+@dataclass(frozen=True)
+class Previous:
+    """Where a source's mirror continues from.
+
+    ``mode``: ``first`` (no earlier mirror: seed from ``initial_snapshot`` or empty),
+    ``chain`` (continue from the mirror of night ``date``), ``gone`` (the previous night's
+    mirror is past retention: this night's mirror cannot be rebuilt)."""
+    mode: str
+    date: str | None = None
+
+
+def mirror_nights(published: Path, source: str) -> list[str]:
+    """Nights whose mirror was built for ``source`` (every such night has a net_changes
+    partition, written even when empty; net_changes are kept for every night)."""
+    base = published / NET_CHANGES / f"source={source}"
+    if not base.is_dir():
+        return []
+    return sorted(p.name.split("=", 1)[1] for p in base.iterdir() if p.name.startswith("date="))
+
+
+def retained(nights: list[str], retention: int) -> list[str]:
+    """The mirror nights kept: the last ``retention`` nights (per source)."""
+    return sorted(nights)[-retention:] if retention > 0 else []
+
+
+def previous_mirror(published: Path | None, src: dict, date: str) -> Previous:
+    """Decide what night ``date`` of source ``src`` (a manifest entry) continues from.
+
+    * no previous state (first night), or a previous night that built no mirror (the
+      data root ran before mirrors existed): ``first``, seeded from ``initial_snapshot``;
+    * the previous night's mirror is still kept: ``chain`` from it;
+    * the previous night built a mirror that ``mirror_retention`` has since removed (a
+      rerun of a night older than the retention): ``gone``; the run keeps what the earlier
+      run of this night published for its mirror and net changes (see ``carry_published``).
+    """
+    prev_state = src.get("prev_state")
+    if not prev_state or published is None:
+        return Previous("first")
+    prev = Path(prev_state).name
+    nights = mirror_nights(published, src["name"])
+    if prev not in nights:
+        return Previous("first")
+    keep = retained(nights, int(src.get("mirror_retention") or DEFAULT_RETENTION))
+    return Previous("chain", prev) if prev in keep else Previous("gone", prev)
+
+
+def current_published(root: DataRoot) -> Path | None:
+    """The published snapshot this run reads (resolved once: one version throughout)."""
+    link = root.published
+    if not link.exists():
+        return None
+    return link.resolve()
+
+
+# ----------------------------------------------------------------- generic rows (Spark)
+
+def _json_string(c):
+    """A string column as a JSON string literal, escaped like Python's ``json.dumps``
+    (``ensure_ascii=False``): Jackson escapes the same characters, with upper-case hex."""
+    from pyspark.sql import functions as F
+
+    text = F.regexp_replace(F.to_json(F.array(c)), r"^\[|\]$", "")
+    for code in ("0B", "0E", "0F", "1A", "1B", "1C", "1D", "1E", "1F"):
+        text = F.replace(text, F.lit("\\u00" + code), F.lit("\\u00" + code.lower()))
+    return text
+
+
+def _float_parts(s):
+    """(digits, decimal point position) of the text ``s`` of a finite non-zero float (Java's
+    ``1.0E-5`` or ``%e``'s ``1.000000e-05``): value = 0.<digits> * 10^decpt, digits without
+    leading or trailing zeros."""
+    from pyspark.sql import functions as F
+
+    body = F.regexp_replace(s, "^-", "")
+    exp = F.coalesce(F.regexp_replace(F.regexp_extract(body, r"[Ee]([+-]?[0-9]+)$", 1), r"^\+", "")
+                     .try_cast("int"), F.lit(0))
+    ip = F.regexp_extract(body, r"^([0-9]*)", 1)
+    raw = F.concat(ip, F.regexp_extract(body, r"^[0-9]*\.([0-9]*)", 1))
+    stripped = F.regexp_replace(raw, "^0+", "")
+    digits = F.regexp_replace(stripped, "0+$", "")
+    return digits, F.length(ip) + exp - (F.length(raw) - F.length(stripped))
+
+
+def _float4_text(c):
+    """The shortest ``%e`` text that reads back to the same single (1 to 9 significant
+    digits), rounded half to even as Python's ``%e`` (``decoders.codecs.float4_text``) does;
+    Java's ``%e`` rounds half up and its ``Float.toString`` is not always the shortest
+    before Java 19."""
+    from pyspark.sql import functions as F
+
+    d = c.cast("double")
+    texts = [F.format_string(f"%.{k}e", d) for k in range(10)]
+    found = []
+    for k in range(9):
+        t, finer = texts[k], texts[k + 1]
+        tie = finer.rlike(r"5e[+-]") & (finer.try_cast("double") == d)
+        last = F.regexp_extract(t, r"([0-9])e", 1).try_cast("int")
+        even = F.when(tie & (last % 2 == 1), F.regexp_replace(
+            t, r"[0-9]e", F.concat((last - 1).cast("string"), F.lit("e")))).otherwise(t)
+        found.append(F.when(even.try_cast("float") == c, even))
+    return F.coalesce(*found)
+
+
+def _float_layout(c, s, digits, decpt, four: bool):
+    """Python's text of a float (``repr`` for doubles; for REAL the shortest single text in
+    numpy's layout), from Java's shortest digits: only the layout differs (``1.0E-5``)."""
+    from pyspark.sql import functions as F
+
+    nd = F.length(digits)
+    sign = F.when(s.startswith("-"), F.lit("-")).otherwise(F.lit(""))
+    tail = F.lit("") if four else F.lit(".0")
+    positional = F.when(decpt <= 0, F.concat(F.lit("0."), F.repeat(F.lit("0"), -decpt), digits)) \
+        .when(decpt >= nd, F.concat(digits, F.repeat(F.lit("0"), decpt - nd), tail)) \
+        .otherwise(F.concat(F.substring(digits, 1, decpt), F.lit("."),
+                            F.substring(digits, decpt + 1, 1 << 30)))
+    e = decpt - 1
+    plus = "" if four else "+"
+    expo = F.when(e < 0, F.concat(F.lit("e-"), F.format_string("%02d", -e))) \
+        .otherwise(F.concat(F.lit("e" + plus), F.format_string("%02d", e)))
+    sci = F.concat(F.substring(digits, 1, 1),
+                   F.when(nd > 1, F.concat(F.lit("."), F.substring(digits, 2, 1 << 30)))
+                   .otherwise(F.lit("")), expo)
+    # numpy lays a single out by its value (1e-5 <= |v| < 1e16 positional), repr by the digits
+    use_sci = ((F.abs(c) < 1e-5) | (F.abs(c) >= 1e16)) if four else (decpt < -3) | (decpt > 16)
+    zero = F.when(s.startswith("-"), F.lit("-0" if four else "-0.0")).otherwise(F.lit("0" if four else "0.0"))
+    return F.when(F.isnan(c), F.lit('"NaN"')) \
+        .when(c == float("inf"), F.lit('"Infinity"')) \
+        .when(c == float("-inf"), F.lit('"-Infinity"')) \
+        .when(c == 0, zero) \
+        .otherwise(F.concat(sign, F.when(use_sci, sci).otherwise(positional)))
+
+
+def render_value_sql(c, col: Column):
+    """The canonical JSON text (SPEC section 5) of a typed column, as a Spark expression."""
+    from pyspark.sql import functions as F
+
+    st = spark_type(col)
+    if st in ("smallint", "int", "bigint"):
+        text = c.cast("string")
+    elif st.startswith("decimal"):
+        text = F.concat(F.lit('"'), c.cast("string"), F.lit('"'))
+    elif st in ("float", "double"):
+        raise ValueError("floats are rendered by render_rows (staged projections)")
+    elif st == "binary":
+        text = F.concat(F.lit('"'), F.lower(F.hex(c)), F.lit('"'))
+    elif st == "date":
+        text = F.concat(F.lit('"'), F.date_format(c, "yyyy-MM-dd"), F.lit('"'))
+    elif st == "timestamp_ntz":
+        text = F.concat(F.lit('"'), F.date_format(c, "yyyy-MM-dd'T'HH:mm:ss.SSSSSS"), F.lit('"'))
+    elif col.type == "BLOB":
+        blob = F.regexp_extract(c, r'^\{"blob_id":\s*([0-9]+)\}$', 1)
+        text = F.when(blob != "", F.concat(F.lit('{"blob_id": '), blob, F.lit("}"))) \
+            .otherwise(_json_string(c))
+    else:
+        text = _json_string(c)
+    return F.when(c.isNull(), F.lit("null")).otherwise(text)
+
+
+def render_rows(df, columns: list[Column], out: str = "row"):
+    """``df`` (typed columns named as in the catalog) plus ``out``: the canonical JSON object
+    of the row. Floats go through three small projections (Java's text, then its digits and
+    decimal point, then Python's layout) so that the generated code stays small."""
+    from pyspark.sql import functions as F
+
+    floats = [(i, c) for i, c in enumerate(columns) if spark_type(c) in ("float", "double")]
+    df = df.withColumns({f"__s{i}": _float4_text(F.col(f"`{c.name}`")) if spark_type(c) == "float"
+                         else F.col(f"`{c.name}`").cast("string") for i, c in floats}) \
+        if floats else df
+    parts = {}
+    for i, c in floats:
+        d, p = _float_parts(F.col(f"__s{i}"))
+        parts[f"__d{i}"], parts[f"__p{i}"] = d, p
+    if parts:
+        df = df.withColumns(parts)
+    texts = []
+    for i, col in enumerate(columns):
+        c = F.col(f"`{col.name}`")
+        if spark_type(col) in ("float", "double"):
+            text = F.when(c.isNull(), F.lit("null")).otherwise(_float_layout(
+                c, F.col(f"__s{i}"), F.col(f"__d{i}"), F.col(f"__p{i}"), spark_type(col) == "float"))
+        else:
+            text = render_value_sql(c, col)
+        texts += [F.lit(("" if i == 0 else ", ") + json.dumps(col.name) + ": "), text]
+    df = df.withColumn(out, F.concat(F.lit("{"), *texts, F.lit("}")))
+    return df.drop(*[f"__{k}{i}" for i, _c in floats for k in "sdp"])
+
+
+def key_meta(spark, tables: list[dict]):
+    """One row per mirrored table: its key columns, the JSON prefix of each and how its
+    value is written in a row image (``num``: bare, ``str``: a JSON string, ``lob``)."""
+    rows = []
+    for t in tables:
+        by_name = {c.name: c for c in t["columns"]}
+        kinds = []
+        for k in t["key"]:
+            st = spark_type(by_name[k])
+            kinds.append("num" if st in ("smallint", "int", "bigint", "float", "double")
+                         else "lob" if by_name[k].type in ("BLOB",) else "str")
+        prefixes = [("" if i == 0 else ", ") + json.dumps(k) + ": " for i, k in enumerate(t["key"])]
+        rows.append((t["source"], t["table_id"], t["schema_name"], t["table_name"], list(t["key"]),
+                     prefixes, kinds))
+    return spark.createDataFrame(
+        rows, "source STRING, table_id STRING, schema_name STRING, table_name STRING, "
+              "key_cols ARRAY<STRING>, key_prefix ARRAY<STRING>, key_kind ARRAY<STRING>")
+
+
+def key_of(image):
+    """The JSON object of the key columns of a row image (``key_cols`` and friends from
+    ``key_meta`` must be columns of the frame): integers, strings, DECIMAL, dates and times
+    exactly as in the row image; a float key as Spark's parser writes it back (``1.5E-7``),
+    the same for every image of the same value, so keys match."""
+    from pyspark.sql import functions as F
+
+    m = F.from_json(image, "map<string,string>")
+    parts = F.transform(
+        F.arrays_zip(F.col("key_cols").alias("c"), F.col("key_prefix").alias("p"),
+                     F.col("key_kind").alias("k")),
+        lambda x: F.concat(x["p"], F.when(m[x["c"]].isNull(), F.lit("null"))
+                           .when(x["k"] == "num", m[x["c"]])
+                           .when((x["k"] == "lob") & m[x["c"]].startswith("{"),
+                                 F.regexp_replace(m[x["c"]], r'^\{"blob_id":', '{"blob_id": '))
+                           .otherwise(_json_string(m[x["c"]]))))
+    return F.when(image.isNull(), F.lit(None)).otherwise(
+        F.concat(F.lit("{"), F.array_join(parts, ""), F.lit("}")))
+
+
+# ----------------------------------------------------------------- the stage
+
+def _seed_rows(spark, table: dict, meta):
+    """Generic rows of a table's ``initial_snapshot`` (columns by catalog name, cast to the
+    catalog's types): ``_commit_seq`` and ``_date`` null (no change applied yet)."""
+    from pyspark.sql import functions as F
+
+    path = table["snapshot"]
+    where = f"{table['source']} {table['schema_name']}.{table['table_name']}: initial_snapshot {path}"
+    if not Path(path).exists():
+        raise MirrorError(f"{where}: not found")
+    snap = spark.read.parquet(path)
+    have = {c.upper(): c for c in snap.columns}
+    missing = [c.name for c in table["columns"] if c.name.upper() not in have]
+    if missing:
+        raise MirrorError(f"{where}: columns {missing} missing (has {snap.columns})")
+    cols = [F.col(f"`{have[c.name.upper()]}`").cast(spark_type(c)).alias(c.name)
+            for c in table["columns"]]
+    return render_rows(snap.select(*cols), table["columns"]).select(
+        F.lit(table["source"]).alias("source"), F.lit(table["table_id"]).alias("table_id"),
+        "row").join(F.broadcast(meta), ["source", "table_id"]).select(
+        "source", "table_id", key_of(F.col("row")).alias("key"), "row",
+        F.lit(None).cast("long").alias("_commit_seq"), F.lit(None).cast("string").alias("_date"))
+
+
+class MirrorError(RuntimeError):
+    pass
+
+
+def apply_night(spark, changes, prev, meta, date: str):
+    """The night's changes applied to the previous mirror rows.
+
+    ``changes``: staged changes (source, table_id, commit_seq, event_seq, op, before, after)
+    of mirrored tables; ``prev``: the previous rows (``ROWS_DDL``) of the tables changed
+    tonight; ``meta``: ``key_meta``. Returns (new rows of those tables, net changes,
+    missing-base counts per table). DataFrame -> DataFrame, no action."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    ids = ["source", "table_id"]
+    ch = changes.filter(F.col("op").isin(*ROW_OPS)).join(F.broadcast(meta), ids) \
+        .withColumn("kb", key_of(F.col("before"))).withColumn("ka", key_of(F.col("after")))
+    cs, es = F.col("commit_seq"), F.col("event_seq")
+    is_u = F.col("op") == "u"
+    same = F.col("before").isNull() | (F.col("kb") == F.col("ka"))
+    ups = ch.filter(F.col("op").isin("c", "m", "u") & F.col("after").isNotNull()).select(
+        *ids, F.col("ka").alias("key"), cs, es, F.lit(1).alias("sub"), F.lit("up").alias("act"),
+        F.col("after").alias("row"), (is_u & same).alias("check"))
+    rms = ch.filter(((F.col("op") == "d") | (is_u & ~same)) & F.col("before").isNotNull()).select(
+        *ids, F.col("kb").alias("key"), cs, es, F.lit(0).alias("sub"), F.lit("rm").alias("act"),
+        F.lit(None).cast("string").alias("row"), F.lit(True).alias("check"))
+    key_events = ups.unionByName(rms)
+    truncs = ch.filter(F.col("op") == "t").select(*ids, cs, es)
+    named = key_events.select(*ids, "key").distinct()
+    tl = key_events.unionByName(
+        named.join(truncs, ids).select(
+            *ids, "key", cs, es, F.lit(0).alias("sub"), F.lit("t").alias("act"),
+            F.lit(None).cast("string").alias("row"), F.lit(False).alias("check")))
+    start = prev.select(*ids, "key", F.col("row").alias("p_row"))
+    tl = tl.join(start.select(*ids, "key", F.lit(True).alias("in_prev")), ids + ["key"], "left") \
+        .withColumn("in_prev", F.coalesce("in_prev", F.lit(False)))
+    w = Window.partitionBy(*ids, "key").orderBy(cs, es, "sub")
+    present_after = F.col("act") == "up"
+    tl = tl.withColumn("present_before", F.coalesce(F.lag(present_after).over(w), F.col("in_prev"))) \
+        .withColumn("names", (F.col("act") != "t") | F.col("present_before")) \
+        .withColumn("missing_base", F.col("check") & ~F.col("present_before"))
+    order = F.struct(cs, es, "sub")
+    per_key = tl.groupBy(*ids, "key").agg(
+        F.sum(F.col("names").cast("long")).alias("n_changes"),
+        F.min(F.when(F.col("names"), cs)).alias("first_commit_seq"),
+        F.max(F.when(F.col("names"), cs)).alias("last_commit_seq"),
+        F.max_by(F.struct(F.col("act"), F.col("row"), cs.alias("cs")), order).alias("last"),
+        F.first("in_prev").alias("in_prev"))
+    per_key = per_key.join(start, ids + ["key"], "left")
+    end_present = F.col("last.act") == "up"
+    net_named = per_key.select(
+        *ids, "key",
+        F.when(F.col("in_prev") & end_present, "u").when(end_present, "c")
+        .when(F.col("in_prev"), "d").alias("net_op"),
+        F.when(F.col("in_prev"), F.col("p_row")).alias("before"),
+        F.when(end_present, F.col("last.row")).alias("after"),
+        "first_commit_seq", "last_commit_seq", "n_changes").filter(F.col("net_op").isNotNull())
+    # rows of the previous mirror that no change names: kept, or removed by the first truncate
+    first_trunc = truncs.groupBy(*ids).agg(F.min(F.struct(cs, es)).alias("ft")) \
+        .select(*ids, F.col("ft.commit_seq").alias("t_seq"))
+    unnamed = prev.join(named, ids + ["key"], "left_anti").join(first_trunc, ids, "left")
+    net_trunc = unnamed.filter(F.col("t_seq").isNotNull()).select(
+        *ids, "key", F.lit("d").alias("net_op"), F.col("row").alias("before"),
+        F.lit(None).cast("string").alias("after"), F.col("t_seq").alias("first_commit_seq"),
+        F.col("t_seq").alias("last_commit_seq"), F.lit(1).cast("long").alias("n_changes"))
+    kept = unnamed.filter(F.col("t_seq").isNull()).select(*ids, "key", "row", "_commit_seq", "_date")
+    upserted = per_key.filter(end_present).select(
+        *ids, "key", F.col("last.row").alias("row"), F.col("last.cs").alias("_commit_seq"),
+        F.lit(date).alias("_date"))
+    names = meta.select(*ids, "schema_name", "table_name")
+    net = net_named.unionByName(net_trunc).join(F.broadcast(names), ids)
+    missing = tl.filter("missing_base").groupBy(*ids).agg(
+        F.count(F.lit(1)).alias("mirror_missing_base"))
+    return kept.unionByName(upserted), net, missing
+
+
+def _link_tree(src: Path, dst: Path) -> int:
+    n = 0
+    for dirpath, _dirs, files in os.walk(src):
+        target = dst / Path(dirpath).relative_to(src)
+        target.mkdir(parents=True, exist_ok=True)
+        for f in files:
+            try:
+                os.link(Path(dirpath) / f, target / f)
+            except OSError:
+                shutil.copy2(Path(dirpath) / f, target / f)
+            n += 1
+    return n
+
+
+def _parquet_rows(folder: Path) -> int:
+    import pyarrow.parquet as pq
+
+    return sum(pq.ParquetFile(f).metadata.num_rows
+               for f in sorted(folder.glob("*.parquet")) if f.is_file())
+
+
+def mirror_stage(spark, manifest: dict, run_dir: Path) -> dict:
+    """Stage ``mirror/``, ``net_changes/`` and ``mirror_stats/`` under ``run_dir``.
+
+    Returns (and writes as ``mirror_summary.json``) per source: how the mirror continued,
+    the tables without a mirror and why, and per table rows and ``mirror_missing_base``
+    (small: one entry per table)."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    run_dir = Path(run_dir)
+    date = manifest["date"]
+    root = DataRoot.of(manifest["data_root"])
+    published = current_published(root)
+    tables, skipped = mirror_plan(manifest)
+    by_id = {(t["source"], t["table_id"]): t for t in tables}
+    prevs = {s["name"]: previous_mirror(published, s, date) for s in manifest["sources"]}
+    summary = {s["name"]: {"previous": prevs[s["name"]].__dict__, "tables": [],
+                           "without_mirror": [x for x in skipped if x["source"] == s["name"]]}
+               for s in manifest["sources"]}
+    for name in (MIRROR, NET_CHANGES, MIRROR_STATS, ROWS_STAGED, PREV_STAGED):
+        if (run_dir / name).exists():
+            shutil.rmtree(run_dir / name)
+    building = {s for s, p in prevs.items() if p.mode in ("first", "chain")}
+    for s, p in prevs.items():
+        if p.mode == "gone":
+            log.warning("%s: the mirror of %s, the night before %s, is past mirror_retention; "
+                        "the mirror and net changes of %s stay as published before", s, p.date,
+                        date, date)
+            carry_published(published, s, date, run_dir)
+    live = [t for t in tables if t["source"] in building]
+    stats: dict[tuple[str, str], dict] = {}
+    if live:
+        meta = key_meta(spark, live)
+        changes = read_staged(spark, run_dir, CHANGES).select(
+            "source", "table_id", "commit_seq", "event_seq", "op", "before", "after") \
+            .filter(F.col("source").isin(*sorted(building)))
+        changed = {(r["source"], r["table_id"]) for r in
+                   changes.filter(F.col("op").isin(*ROW_OPS)).select("source", "table_id")
+                   .distinct().collect()} & set(by_id)
+        # the previous rows of the tables rewritten tonight; the others are linked as they are
+        prev_parts, rewrite = [], set(changed)
+        for t in live:
+            ident = (t["source"], t["table_id"])
+            p = prevs[t["source"]]
+            if p.mode == "first":
+                if t["snapshot"]:
+                    prev_parts.append(_seed_rows(spark, t, meta))
+                    rewrite.add(ident)
+            elif ident in changed:
+                folder = published / MIRROR / t["source"] / table_dir(MIRROR, t) / f"date={p.date}" / ROWS_DIR
+                files = sorted(str(f) for f in folder.glob("*.parquet")) if folder.is_dir() else []
+                if files:   # Spark skips a folder named _rows: read its files by name
+                    prev_parts.append(
+                        spark.read.schema("key STRING, row STRING, _commit_seq LONG, _date STRING")
+                        .parquet(*files)
+                        .select(F.lit(t["source"]).alias("source"),
+                                F.lit(t["table_id"]).alias("table_id"), "key", "row",
+                                "_commit_seq", "_date"))
+        prev = spark.createDataFrame([], ROWS_DDL)
+        for part in prev_parts:
+            prev = prev.unionByName(part)
+        prev = prev.persist(StorageLevel.MEMORY_AND_DISK)
+        night = changes.join(F.broadcast(spark.createDataFrame(
+            sorted(rewrite) or [("", "")], "source STRING, table_id STRING")), ["source", "table_id"])
+        # a table seeded tonight without changes still goes through apply_night (no events)
+        rows, net, missing = apply_night(spark, night, prev, meta, date)
+        rows = rows.persist(StorageLevel.MEMORY_AND_DISK)
+        run_concurrently([
+            write_parquet(rows, str(run_dir / ROWS_STAGED), ("source", "table_id")),
+            write_parquet(prev.select("source", "table_id", "key", "row"), str(run_dir / PREV_STAGED),
+                          ("source",)),
+            write_parquet(net.withColumn("date", F.lit(date)).select(*NET_COLUMNS, "source", "date"),
+                          str(run_dir / NET_CHANGES), ("source", "date")),
+        ])
+        counts = {(r["source"], r["table_id"]): r["n"] for r in
+                  spark.read.schema(ROWS_DDL).parquet(str(run_dir / ROWS_STAGED))
+                  .groupBy("source", "table_id").agg(F.count(F.lit(1)).alias("n")).collect()} \
+            if (run_dir / ROWS_STAGED).is_dir() else {}
+        missing_by = {(r["source"], r["table_id"]): r["mirror_missing_base"] for r in missing.collect()}
+        # typed mirrors of the rewritten tables that hold rows; links for the others
+        jobs, moves = [], []
+        for t in live:
+            ident = (t["source"], t["table_id"])
+            out = run_dir / MIRROR / t["source"] / table_dir(MIRROR, t) / f"date={date}"
+            n = 0
+            if ident in rewrite:
+                n = counts.get(ident, 0)
+                if n:
+                    staged = run_dir / ROWS_STAGED / f"source={t['source']}" / f"table_id={t['table_id']}"
+                    jobs.append(write_parquet(typed_mirror(spark, str(staged), t), str(out)))
+                    moves.append((staged, out / ROWS_DIR))
+            else:
+                p = prevs[t["source"]]
+                if p.mode == "chain":
+                    src_dir = published / MIRROR / t["source"] / table_dir(MIRROR, t) / f"date={p.date}"
+                    if src_dir.is_dir():
+                        _link_tree(src_dir, out)
+                        n = _parquet_rows(src_dir)
+            if n or missing_by.get(ident):
+                stats[ident] = {"rows": int(n), "mirror_missing_base": int(missing_by.get(ident, 0))}
+        run_concurrently(jobs)
+        for staged, target in moves:      # the generic rows beside the typed files
+            _link_tree(staged, target)
+        rows.unpersist()
+        prev.unpersist()
+    # every source that built its mirror has its net_changes partition, even when empty
+    for s in sorted(building):
+        part = run_dir / NET_CHANGES / f"source={s}" / f"date={date}"
+        if not part.is_dir():
+            _empty_parquet(part, NET_DDL, drop=("source", "date"))
+    stat_rows = []
+    for (s, tid), st in sorted(stats.items()):
+        t = by_id[(s, tid)]
+        stat_rows.append((s, tid, t["schema_name"], t["table_name"], st["rows"], st["mirror_missing_base"]))
+        summary[s]["tables"].append({"table_id": tid, "schema_name": t["schema_name"],
+                                     "table_name": t["table_name"], **st})
+    spark.createDataFrame(stat_rows, STATS_DDL).coalesce(1).write.mode("overwrite") \
+        .parquet(str(run_dir / MIRROR_STATS))
+    (run_dir / MIRROR_SUMMARY).write_text(json.dumps(summary, indent=1))
+    return summary
+
+
+def typed_mirror(spark, rows_path: str, table: dict):
+    """The typed mirror of one table from its generic rows: the catalog columns typed as in
+    ``published/tables`` (``dblog.tables.typed_columns``), then ``_commit_seq``, ``_date``."""
+    from pyspark.sql import functions as F
+
+    cols = list(table["columns"])
+    typed = typed_columns(F, "row", cols)
+    return spark.read.schema("row STRING, _commit_seq LONG, _date STRING").parquet(rows_path) \
+        .select(*[c.alias(col.name) for c, col in zip(typed, cols)], "_commit_seq", "_date")
+
+
+def _empty_parquet(folder: Path, ddl: str, drop: tuple[str, ...] = ()) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    types = {"STRING": pa.string(), "LONG": pa.int64()}
+    fields = []
+    for part in ddl.split(", "):
+        name, typ = part.split(" ")
+        if name not in drop:
+            fields.append(pa.field(name, types[typ]))
+    folder.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table({f.name: pa.array([], f.type) for f in fields}),
+                   folder / "part-00000-empty.parquet")
+
+
+def carry_published(published: Path | None, source: str, date: str, run_dir: Path) -> None:
+    """Stage what is published for ``date`` of ``source`` (mirror folders and net changes)
+    as it is: a rerun whose previous mirror is gone keeps them."""
+    if published is None:
+        return
+    for tdir in sorted((published / MIRROR / source).glob(f"*/date={date}")):
+        _link_tree(tdir, run_dir / MIRROR / source / tdir.parent.name / tdir.name)
+    net = published / NET_CHANGES / f"source={source}" / f"date={date}"
+    if net.is_dir():
+        _link_tree(net, run_dir / NET_CHANGES / f"source={source}" / f"date={date}")
+
+
+def load_mirror_summary(run_dir: Path) -> dict:
+    path = Path(run_dir) / MIRROR_SUMMARY
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+# ----------------------------------------------------------------- dblog mirror (the CLI)
+
+def locate(published: Path | None, source: str, table: str, as_of: str | None,
+           retention: int) -> tuple[str | None, Path | None, str]:
+    """(night, folder or None, message) of ``table`` (``SCHEMA.TABLE``) of ``source`` as of
+    night ``as_of`` (default: the latest night with a mirror). The night used is the latest
+    night at or before ``as_of`` that built the source's mirror; the folder is None when the
+    table held no rows then, or when that night is past ``mirror_retention``."""
+    nights = mirror_nights(published, source) if published is not None else []
+    usable = [n for n in nights if as_of is None or n <= as_of]
+    if not usable:
+        when = f"on or before {as_of}" if as_of else "yet"
+        return None, None, f"no mirror of {source} published {when}"
+    night = usable[-1]
+    folder = published / MIRROR / source / table / f"date={night}"
+    note = "" if as_of is None or night == as_of else f" (the latest night on or before {as_of})"
+    if folder.is_dir():
+        return night, folder, f"{source} {table} as of {night}{note}"
+    if night not in retained(nights, retention):
+        return night, None, (f"the mirror of {source} as of {night}{note} is past mirror_retention "
+                             f"({retention} nights kept: {', '.join(retained(nights, retention))})")
+    return night, None, f"{source} {table} held no rows as of {night}{note}"
+
+
+def show_rows(folder: Path, n: int) -> str:
+    """The first ``n`` rows of a mirror folder, as text (pyarrow; the hidden ``_rows`` is skipped)."""
+    import pyarrow.dataset as ds
+
+    table = ds.dataset(str(folder), format="parquet").head(n)
+    return table.to_pandas().to_string(index=False, max_colwidth=40)
+
+
+def mirror_command(args) -> int:
+    """``dblog mirror``: print where a table's mirror as of a night lies (and its first rows)."""
+    import sys
+
+    from decoders.errors import ConfigError
+
+    from .config import load_config
+
+    try:
+        src = load_config(args.config).source(args.source)
+        catalog = src.catalog()
+    except ConfigError as exc:
+        print(f"dblog: configuration error: {exc}", file=sys.stderr)
+        return 2
+    table = next((t for t in catalog.tables if t.qualified_name == args.table), None)
+    if table is None:
+        print(f"dblog mirror: {args.source} has no table {args.table} in its catalog "
+              f"({', '.join(t.qualified_name for t in catalog.tables)})", file=sys.stderr)
+        return 2
+    if not table.key or not has_images(src.format):
+        why = "no key in the catalog" if not table.key else f"{src.format} logs carry no row images"
+        print(f"dblog mirror: {args.source} {args.table} has no mirror: {why}", file=sys.stderr)
+        return 1
+    root = DataRoot.of(args.data_root)
+    published = root.published if root.published.exists() else None
+    night, folder, message = locate(published, args.source, args.table, args.as_of,
+                                    src.mirror_retention)
+    if folder is None:
+        print(f"dblog mirror: {message}", file=sys.stderr)
+        return 1 if night is None or "retention" in message else 0
+    print(folder)
+    if args.show:
+        print(f"# {message}; first {args.show} rows")
+        print(show_rows(folder, args.show))
+    return 0
+
+
+# ----------------------------------------------------------------- check datasets (validation)
+
+PREV_DDL = "source STRING, table_id STRING, key STRING, row STRING"
+DDL = {ROWS_STAGED: ROWS_DDL, PREV_STAGED: PREV_DDL, NET_CHANGES: NET_DDL, MIRROR_STATS: STATS_DDL}
+
+
+def read_mirror_staged(spark, run_dir: Path, dataset: str):
+    """A staged mirror dataset with its fixed schema (empty when the night staged none)."""
+    path = Path(run_dir) / dataset
+    if not path.is_dir():
+        return spark.createDataFrame([], DDL[dataset])
+    return spark.read.schema(DDL[dataset]).parquet(str(path))
+
+
+def prepare_mirror(spark, manifest: dict, run_dir: Path):
+    """One row per table rewritten tonight: rows, distinct keys, ``keys_unique``."""
+    from pyspark.sql import functions as F
+
+    rows = read_mirror_staged(spark, run_dir, ROWS_STAGED)
+    return rows.groupBy("source", "table_id").agg(
+        F.count(F.lit(1)).alias("rows"), F.count_distinct("key").alias("keys"),
+        F.sum(F.col("key").isNull().cast("long")).alias("null_keys")) \
+        .select("source", "table_id", "rows", "keys",
+                ((F.col("rows") == F.col("keys")) & (F.col("null_keys") == 0)).alias("keys_unique"))
+
+
+def prepare_net_changes(spark, manifest: dict, run_dir: Path):
+    """Net changes against the mirrors they join: one row per net change (``consistent``:
+    ``before`` is the previous mirror's row, ``after`` the new one's, ``net_op`` follows from
+    which exist, counts and sequence numbers in order), plus one row (``consistent`` false)
+    per key whose row differs between the two mirrors without a net change."""
+    from pyspark.sql import functions as F
+
+    ids = ["source", "table_id", "key"]
+    prev = read_mirror_staged(spark, run_dir, PREV_STAGED).select(*ids, F.col("row").alias("p_row"))
+    cur = read_mirror_staged(spark, run_dir, ROWS_STAGED).select(*ids, F.col("row").alias("c_row"))
+    net = read_mirror_staged(spark, run_dir, NET_CHANGES)
+    both = prev.join(cur, ids, "full")
+    checked = net.join(both, ids, "left").select(
+        *ids, "net_op",
+        F.coalesce(
+            F.col("before").eqNullSafe(F.col("p_row")) & F.col("after").eqNullSafe(F.col("c_row"))
+            & (F.col("net_op") == F.when(F.col("p_row").isNull(), "c")
+               .when(F.col("c_row").isNull(), "d").otherwise("u"))
+            & (F.col("n_changes") >= 1) & (F.col("first_commit_seq") <= F.col("last_commit_seq")),
+            F.lit(False)).alias("consistent"))
+    unexplained = both.filter(~F.col("p_row").eqNullSafe(F.col("c_row"))) \
+        .join(net.select(*ids), ids, "left_anti") \
+        .select(*ids, F.lit(None).cast("string").alias("net_op"), F.lit(False).alias("consistent"))
+    return checked.unionByName(unexplained)
+
+
+def prepare_missing_base(spark, manifest: dict, run_dir: Path):
+    """One row per source: ``mirror_missing_base`` of the night and the source's optional
+    ``mirror_missing_base_limit`` (no limit: always within)."""
+    from pyspark.sql import functions as F
+
+    stats = read_mirror_staged(spark, run_dir, MIRROR_STATS).groupBy("source") \
+        .agg(F.sum("mirror_missing_base").alias("mirror_missing_base"))
+    limits = spark.createDataFrame(
+        [(s["name"], s.get("mirror_missing_base_limit")) for s in manifest["sources"]],
+        "source STRING, mirror_missing_base_limit LONG")
+    total = F.coalesce(F.col("mirror_missing_base"), F.lit(0)).cast("long")
+    return limits.join(stats, "source", "left").select(
+        "source", total.alias("mirror_missing_base"), "mirror_missing_base_limit",
+        (F.col("mirror_missing_base_limit").isNull() | (total <= F.col("mirror_missing_base_limit")))
+        .alias("within_limit"))

@@ -1,0 +1,93 @@
+"""Step ``classify``: the bucket of each change, and of each segment piece.
+
+A change of a committed transaction is ``published`` unless its transaction's ``begin`` has
+``flag = capture_off`` (``skipped:capture_off``) or its ``position`` is undone by an ``undo``
+row of the transaction (``skipped:compensated``); changes of rolled-back transactions are
+``skipped:rolled_back``, of open ones ``held_open``; a change without a transaction id is
+``quarantined``.
+"""
+
+from __future__ import annotations
+
+PUBLISHED, HELD, QUARANTINED = "published", "held_open", "quarantined"
+
+
+def with_transaction(rows, trx, columns):
+    """``rows`` plus the given ``columns`` of their transaction (``trx``: one row per
+    (source, trx_id)); null for rows without a ``trx_id``. Columns of ``rows`` with the same
+    names are replaced. Rows without a ``trx_id`` are kept out of the join (they would all
+    meet in one shuffle partition)."""
+    from pyspark.sql import functions as F
+
+    columns = list(columns)
+    types = dict(trx.dtypes)
+    rows = rows.drop(*[c for c in columns if c in rows.columns])
+    keyed = rows.filter(F.col("trx_id").isNotNull()) \
+        .join(trx.select("source", "trx_id", *columns), ["source", "trx_id"], "left")
+    unkeyed = rows.filter(F.col("trx_id").isNull())
+    for c in columns:
+        unkeyed = unkeyed.withColumn(c, F.lit(None).cast(types[c]))
+    return keyed.unionByName(unkeyed)
+
+
+def change_bucket(trx_id, status, capture_off, undone, position):
+    """The bucket of a change, from its transaction's columns (Column arguments)."""
+    from pyspark.sql import functions as F
+
+    return F.when(trx_id.isNull(), QUARANTINED) \
+        .when(status == "open", HELD) \
+        .when(status == "rolled_back", "skipped:rolled_back") \
+        .when(F.coalesce(capture_off, F.lit(False)), "skipped:capture_off") \
+        .when(F.coalesce(F.array_contains(undone, position), F.lit(False)), "skipped:compensated") \
+        .otherwise(PUBLISHED)
+
+
+def classify(changes, trx, extra=()):
+    """changes -> changes + ``status``, ``capture_off``, the ``extra`` columns of their
+    transaction, and ``bucket``."""
+    from pyspark.sql import functions as F
+
+    rows = with_transaction(changes, trx, ["status", "capture_off", "undone", *extra])
+    return rows.withColumn("bucket", change_bucket(F.col("trx_id"), F.col("status"), F.col("capture_off"),
+                                                   F.col("undone"), F.col("position"))) \
+        .drop("undone")
+
+
+def other_bucket(kind, rule, status):
+    """The bucket of a row that is neither a change nor a segment piece."""
+    from pyspark.sql import functions as F
+
+    return F.when(kind == "quarantine", QUARANTINED) \
+        .when(kind == "skip", F.concat(F.lit("skipped:"), rule)) \
+        .when(status == "open", HELD) \
+        .otherwise("control")
+
+
+def segment_buckets(pieces, groups, trx):
+    """``segment`` rows -> + ``bucket``, ``q_class``, ``r_class``, ``r_message``.
+
+    A piece of a group that decoded into a change shares that change's bucket; otherwise it
+    is held with its open transaction, skipped with its rolled-back one, else quarantined
+    (``q_class``: ``incomplete_segments``, or ``bad_segments`` for a complete group whose
+    decoding failed, then with the decoder's ``r_class`` and ``r_message``)."""
+    from pyspark.sql import functions as F
+
+    g = groups.select("source", "seg_key", "complete", F.col("kind").alias("r_kind"),
+                      F.col("trx_id").alias("r_trx_id"), F.col("position").alias("r_position"),
+                      F.when(F.col("kind") == "quarantine", F.col("error_class")).alias("r_class"),
+                      F.when(F.col("kind") == "quarantine", F.col("message")).alias("r_message"))
+    t = trx.select("source", F.col("trx_id").alias("r_trx_id"), F.col("status").alias("r_status"),
+                   F.col("capture_off").alias("r_capture_off"), F.col("undone").alias("r_undone"))
+    rows = pieces.join(g, ["source", "seg_key"], "left")
+    rows = rows.join(t, ["source", "r_trx_id"], "left")
+    rows = with_transaction(rows, trx, ["status"])
+    reassembled = change_bucket(F.col("r_trx_id"), F.col("r_status"), F.col("r_capture_off"),
+                                F.col("r_undone"), F.col("r_position"))
+    bucket = F.when(F.col("r_kind") == "change", reassembled) \
+        .when(F.col("status") == "open", HELD) \
+        .when(F.col("status") == "rolled_back", "skipped:rolled_back") \
+        .otherwise(QUARANTINED)
+    return rows.withColumn("bucket", bucket) \
+        .withColumn("q_class", F.when(F.col("complete"), F.lit("bad_segments"))
+                    .otherwise(F.lit("incomplete_segments"))) \
+        .drop("r_status", "r_capture_off", "r_undone", "r_trx_id", "r_position", "r_kind")

@@ -1,0 +1,127 @@
+"""Step ``segment reassembly``: ``segment`` rows (one piece of a segmented record) -> changes.
+
+Pieces are grouped by (source, ``seg_key``); a complete group (all of ``1..seg_total``, each
+once) is concatenated in ``seg_num`` order and decoded by the format's
+``decode_reassembled`` (in ``mapInArrow``) into the change's before/after/ddl; a decoding
+error makes the group a ``quarantine`` row. The result, one row per group
+(``GROUP_COLUMNS``), is what the other steps read: the reassembled changes (``kind =
+change``), and each group's outcome for the buckets of its pieces.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import pyarrow as pa
+
+from decoders import get as get_format
+from decoders.base import DecodeContext
+from decoders.catalog import parse_catalog
+from decoders.errors import DecodeError
+from decoders.events import EVENT_COLUMNS, EVENT_FIELDS
+
+# fields a piece leaves empty and the reassembly fills (or the quarantine, on failure)
+FILLED = ("before", "after", "ddl", "error_class", "message", "raw_hex", "seg_data")
+HEADER = [c for c in EVENT_COLUMNS if c not in FILLED]
+GROUP_FIELDS = [(n, t) for n, t in EVENT_FIELDS if n != "seg_data"] + [("complete", pa.bool_())]
+GROUP_SCHEMA = pa.schema(GROUP_FIELDS)
+GROUP_COLUMNS = [n for n, _ in GROUP_FIELDS]
+
+
+def formats_with_segments(formats) -> list[str]:
+    """The formats (of those given) whose decoder writes ``segment`` rows."""
+    return sorted({f for f in formats if hasattr(get_format(f), "decode_reassembled")})
+
+
+def segment_groups(segments):
+    """``segment`` rows -> one row per (source, seg_key): the first piece's header fields,
+    ``complete`` and, for complete groups, ``data`` (the pieces' bytes in ``seg_num`` order)."""
+    from pyspark.sql import functions as F
+
+    groups = segments.groupBy("source", "seg_key").agg(
+        F.count(F.lit(1)).alias("n_rows"),
+        F.count_distinct("seg_num").alias("n_have"),
+        F.max("seg_total").alias("seg_total_max"),
+        F.min("seg_total").alias("seg_total_min"),
+        F.min("seg_num").alias("seg_min"),
+        F.max("seg_num").alias("seg_max"),
+        F.sort_array(F.collect_list(F.struct("seg_num", "seg_data"))).alias("pieces"),
+        F.min_by(F.struct(*[c for c in HEADER if c not in ("source", "seg_key")]), "seg_num")
+        .alias("first"),
+    )
+    complete = ((F.col("n_rows") == F.col("seg_total_max")) & (F.col("n_have") == F.col("seg_total_max"))
+                & (F.col("seg_total_min") == F.col("seg_total_max")) & (F.col("seg_min") == 1)
+                & (F.col("seg_max") == F.col("seg_total_max")))
+    data = F.when(complete, F.expr(
+        "aggregate(pieces, cast('' as binary), (acc, p) -> concat(acc, p.seg_data))"))
+    return groups.select(
+        "source", "seg_key",
+        *[F.col(f"first.{c}").alias(c) for c in HEADER if c not in ("source", "seg_key")],
+        complete.alias("complete"), data.alias("data"))
+
+
+def _decode_groups(catalogs: dict[str, dict], options: dict[str, tuple]):
+    """mapInArrow function: group rows (``HEADER`` + complete + data) -> ``GROUP_SCHEMA`` rows."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        parsed: dict = {}
+        for batch in batches:
+            out = {name: [] for name in GROUP_COLUMNS}
+            for row in batch.to_pylist():
+                data = row.pop("data")
+                result = dict(row)
+                if row["complete"]:
+                    source = row["source"]
+                    cat = parsed.get(source)
+                    if cat is None:
+                        cat = parsed[source] = parse_catalog(catalogs[source], f"<catalog of {source}>")
+                    opts, tz = options[source]
+                    ctx = DecodeContext(source, row["format"], cat, row["archive_file"], opts, tz)
+                    try:
+                        decoded = get_format(row["format"]).decode_reassembled(data, row, ctx)
+                        result.update(kind="change", **decoded)
+                    except DecodeError as exc:
+                        result.update(kind="quarantine", error_class=exc.error_class,
+                                      message=f"reassembled segments of {row['seg_key']}: {exc}",
+                                      raw_hex=data[:256].hex())
+                    except Exception as exc:  # decoder bug: quarantine, never stop the night
+                        result.update(kind="quarantine", error_class="decoder_error",
+                                      message=f"reassembled segments of {row['seg_key']}: {exc!r}",
+                                      raw_hex=data[:256].hex())
+                else:
+                    result["kind"] = None
+                result["n_records"] = 0          # the pieces account for the records read
+                if "n_bytes" in result:
+                    result["n_bytes"] = 0        # ... and for the bytes
+                for name in GROUP_COLUMNS:
+                    out[name].append(result.get(name))
+            yield pa.RecordBatch.from_arrays(
+                [pa.array(out[n], type=t) for n, t in GROUP_FIELDS], schema=GROUP_SCHEMA)
+
+    return run
+
+
+def reassemble(groups, manifest: dict):
+    """``segment_groups`` -> ``GROUP_COLUMNS``: complete groups decoded (``kind`` = ``change``,
+    or ``quarantine`` with the decoder's error), incomplete ones with ``kind`` null."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    catalogs = {s["name"]: s["catalog"] for s in manifest["sources"]}
+    options = {s["name"]: (s["options"], s["timezone"]) for s in manifest["sources"]}
+    return groups.mapInArrow(_decode_groups(catalogs, options), from_arrow_schema(GROUP_SCHEMA))
+
+
+def empty_groups(spark):
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return spark.createDataFrame([], from_arrow_schema(GROUP_SCHEMA))
+
+
+def reassembled_changes(groups):
+    """The changes of the decoded groups, as event rows (``from_state`` false)."""
+    from pyspark.sql import functions as F
+
+    return groups.filter(F.col("kind") == "change") \
+        .select(*[c for c in EVENT_COLUMNS if c != "seg_data"]) \
+        .withColumn("seg_data", F.lit(None).cast("binary")) \
+        .withColumn("from_state", F.lit(False))

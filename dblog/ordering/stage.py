@@ -1,0 +1,196 @@
+"""The ordering stage: decoded events -> changes, transactions, quarantine, audit, next state.
+
+The steps (this package's other modules) are plain ``DataFrame -> DataFrame`` functions;
+this module reads the events, applies them and writes the outputs. Memory stays bounded
+whatever the night's size: every step is a join or an aggregation on keys (spilled by
+Spark), the wide columns (row images) are shuffled once (the changes, by transaction, for
+``event_seq``), and two narrow intermediate datasets are materialised under
+``<run_dir>/ordering/`` so that every output reads them instead of recomputing:
+
+``segments``  one row per segment group (reassembled change or outcome); only when a
+              source's format writes segments
+``trx``       one row per transaction: outcome, published change count, range partition
+              and index for ``commit_seq``
+``resolved``  the rows of formats with a ``resolve_transactions`` hook, after it
+
+The driver collects one table whose size is the number of range partitions (plus two rows
+per source): the ``commit_seq`` offsets, the summary and the count of open transactions.
+The number of Spark jobs does not depend on the number of sources or tables.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from decoders.events import EVENT_COLUMNS
+
+from ..decode import EVENTS_DIR, spark_event_schema
+from ..sparkio import run_concurrently, write_parquet
+from ..stage import CARRY_DIR, HELD_DIR, SEQ_FILE
+from . import sequence
+from .audit import audit, row_buckets
+from .classify import QUARANTINED, classify, segment_buckets
+from .hooks import apply_hooks, format_hooks
+from .quarantine import decoder_quarantine, orphan_quarantine, quarantine, segment_quarantine
+from .schema import (AUDIT, AUDIT_COLUMNS, CHANGE_COLUMNS, CHANGES, QUARANTINE, QUARANTINE_COLUMNS,
+                     STATE, SUMMARY, TRANSACTION_COLUMNS, TRANSACTIONS, WORK)
+from .segments import (empty_groups, formats_with_segments, reassemble, reassembled_changes,
+                       segment_groups)
+from .state import carry_rows, held_rows
+from .transactions import transactions
+
+OPEN_BROADCAST_MAX = 200_000   # open transactions up to which their keys are broadcast
+
+
+def read_events(spark, manifest: dict, run_dir: Path):
+    """The night's events plus the rows held from earlier nights (``from_state``)."""
+    from pyspark.sql import functions as F
+
+    schema = spark_event_schema()
+    ev = spark.read.schema(schema).parquet(str(Path(run_dir) / EVENTS_DIR)) \
+        .withColumn("from_state", F.lit(False))
+    for s in manifest["sources"]:
+        if s.get("prev_held"):
+            # state/<source>/<date>/held holds the rows of one source (no partition column)
+            old = spark.read.schema(schema).parquet(s["prev_held"]) \
+                .withColumn("source", F.lit(s["name"])).withColumn("from_state", F.lit(True))
+            ev = ev.unionByName(old)
+    return ev
+
+
+def resolve(spark, ev, manifest: dict, work: Path):
+    """Apply the formats' ``resolve_transactions`` hooks; their output is written once
+    (``ordering/resolved``) and read back, so no later query recomputes it."""
+    from pyspark.sql import functions as F
+
+    hooks = format_hooks({s["format"] for s in manifest["sources"]})
+    if not hooks:
+        return ev
+    path = str(work / "resolved")
+    apply_hooks(ev.filter(F.col("format").isin(*hooks)), hooks).write.mode("overwrite").parquet(path)
+    return ev.filter(~F.col("format").isin(*hooks)).unionByName(
+        spark.read.schema(ev.schema).parquet(path))
+
+
+def write_segments(spark, ev, manifest: dict, work: Path):
+    """Reassemble the segment groups (``ordering/segments``); None when no source's format
+    writes segments."""
+    from pyspark.sql import functions as F
+
+    if not formats_with_segments({s["format"] for s in manifest["sources"]}):
+        return None
+    path = str(work / "segments")
+    groups = segment_groups(ev.filter(F.col("kind") == "segment"))
+    reassemble(groups, manifest).write.mode("overwrite").parquet(path)
+    return spark.read.schema(empty_groups(spark).schema).parquet(path)
+
+
+def write_transactions(spark, ev, groups, work: Path):
+    """``ordering/trx``: one row per transaction with its published change count and, when
+    it gets a ``commit_seq``, its range partition and index (``sequence``)."""
+    from pyspark.sql import functions as F
+
+    trx = transactions(ev)
+    changes = ev.filter(F.col("kind") == "change").select("source", "trx_id", "position")
+    if groups is not None:
+        changes = changes.unionByName(reassembled_changes(groups).select("source", "trx_id", "position"))
+    counts = sequence.published_counts(classify(changes, trx))
+    trx = trx.join(counts, ["source", "trx_id"], "left") \
+        .withColumn("event_count", F.coalesce("event_count", F.lit(0)).cast("long"))
+    ranked = sequence.rank_in_partitions(trx.filter(sequence.numbered(trx)))
+    rest = trx.filter(~sequence.numbered(trx)) \
+        .withColumn("seq_part", F.lit(None).cast("int")) \
+        .withColumn("seq_local", F.lit(None).cast("long"))
+    path = str(work / "trx")
+    ranked.unionByName(rest).write.mode("overwrite").parquet(path)
+    return spark.read.parquet(path)
+
+
+def order_stage(spark, manifest: dict, run_dir: Path) -> dict:
+    """Write changes, transactions, quarantine, audit and next state under ``run_dir``.
+    Returns per source: commit_seq range and counts (small)."""
+    from pyspark.sql import functions as F
+
+    run_dir = Path(run_dir)
+    work = run_dir / WORK
+    run_id, date = manifest["run_id"], manifest["date"]
+    seq_base = {s["name"]: int(s["seq_base"]) for s in manifest["sources"]}
+
+    ev = resolve(spark, read_events(spark, manifest, run_dir), manifest, work)
+    groups = write_segments(spark, ev, manifest, work)
+    trx = write_transactions(spark, ev, groups, work)
+
+    # the one collect: rows per (range partition, source), and open transactions per source
+    small = trx.groupBy("seq_part", "source").agg(
+        F.count(F.lit(1)).alias("n"), F.min("seq_local").alias("first_local"),
+        F.sum(F.when(F.col("status") == "open", 1).otherwise(0)).alias("n_open")).collect()
+    counts = [(r["seq_part"], r["source"], r["n"], r["first_local"]) for r in small
+              if r["seq_part"] is not None]
+    n_open = sum(int(r["n_open"]) for r in small)
+    offsets = spark.createDataFrame(sequence.partition_offsets(counts, seq_base), sequence.OFFSETS_DDL)
+    trx = sequence.assign_commit_seq(trx, offsets)
+
+    # changes: the wide rows, shuffled once by transaction
+    changes = ev.filter(F.col("kind") == "change")
+    if groups is not None:
+        changes = changes.unionByName(reassembled_changes(groups))
+    published = classify(changes, trx, extra=["commit_seq", "commit_position", "commit_ts"]) \
+        .filter(F.col("bucket") == "published")
+    out_changes = sequence.event_seq(published) \
+        .withColumn("log_position", F.col("position")) \
+        .withColumn("run_id", F.lit(run_id)).withColumn("date", F.lit(date)) \
+        .select(*CHANGE_COLUMNS)
+
+    out_trx = trx.filter(F.col("status") != "open") \
+        .withColumn("run_id", F.lit(run_id)).withColumn("date", F.lit(date)) \
+        .select(*TRANSACTION_COLUMNS)
+
+    listed = spark.createDataFrame(
+        [(s["name"], s["format"], a["file"]) for s in manifest["sources"] for a in s["archives"]],
+        "source STRING, format STRING, archive_file STRING")
+    out_audit = audit(row_buckets(ev, trx, groups), listed) \
+        .withColumn("run_id", F.lit(run_id)).withColumn("date", F.lit(date)) \
+        .select(*AUDIT_COLUMNS)
+
+    parts = [decoder_quarantine(ev)]
+    if groups is not None:
+        pieces = ev.filter(F.col("kind") == "segment")
+        parts.append(segment_quarantine(segment_buckets(pieces, groups, trx)))
+    parts.append(orphan_quarantine(changes))
+    out_q = quarantine(*parts) \
+        .withColumn("run_id", F.lit(run_id)).withColumn("date", F.lit(date)) \
+        .select(*QUARANTINE_COLUMNS)
+
+    open_trx = trx.filter(F.col("status") == "open")
+    held = held_rows(ev, open_trx, broadcast=n_open <= OPEN_BROADCAST_MAX)
+    state_dir = run_dir / STATE
+    by_night = ("source", "date")
+    run_concurrently([
+        write_parquet(out_changes, str(run_dir / CHANGES), by_night),
+        write_parquet(out_trx, str(run_dir / TRANSACTIONS), by_night),
+        write_parquet(out_audit, str(run_dir / AUDIT), by_night),
+        write_parquet(out_q, str(run_dir / QUARANTINE), by_night),
+        write_parquet(held, str(state_dir / HELD_DIR), ("source",)),
+        write_parquet(carry_rows(ev), str(state_dir / CARRY_DIR), ("source",)),
+    ])
+
+    last = sequence.last_sequences(counts, seq_base)
+    summary = {}
+    for s in manifest["sources"]:
+        base = seq_base[s["name"]]
+        last_seq, n_trx = last.get(s["name"], (base, 0))
+        summary[s["name"]] = {"seq_base": base, "last_commit_seq": int(last_seq),
+                              "published_transactions": int(n_trx)}
+        sdir = state_dir / "seq" / s["name"]
+        sdir.mkdir(parents=True, exist_ok=True)
+        (sdir / SEQ_FILE).write_text(json.dumps({**summary[s["name"]], "date": date, "run_id": run_id}))
+    (run_dir / SUMMARY).write_text(json.dumps(summary, indent=1))
+    return summary
+
+
+def load_summary(run_dir: Path) -> dict:
+    return json.loads((Path(run_dir) / SUMMARY).read_text())
+
+
+__all__ = ["order_stage", "load_summary", "read_events", "EVENT_COLUMNS", "QUARANTINED"]

@@ -1,0 +1,133 @@
+"""The pieces of the mirror stage on small hand-made inputs: canonical JSON of typed rows
+(against the project's RowRenderer), keys of row images, and the SPEC section 5 rules of
+``apply_night`` (moved keys, delete then re-insert, truncates naming keys, missing bases)."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from decoders.catalog import Column, Table
+from decoders.codecs import RowRenderer
+from decoders.synth import default_value
+
+pytestmark = pytest.mark.spark
+
+COLS = (Column("ID", "INTEGER", False), Column("K2", "CHAR", True, length=3),
+        Column("AMT", "DECIMAL", True, precision=11, scale=2), Column("R", "REAL"),
+        Column("D", "DOUBLE"), Column("S", "VARCHAR", length=30), Column("DT", "DATE"),
+        Column("TM", "TIME"), Column("TS", "TIMESTAMP"), Column("B", "VARBINARY", length=8),
+        Column("BL", "BLOB"), Column("SI", "SMALLINT"), Column("BI", "BIGINT"))
+TABLE = Table("9", "S", "T", COLS, key=("ID", "K2"))
+
+
+def _floats():
+    # not the doubles whose shortest text Java 17 misses (4.9E-324 for 5e-324,
+    # 1.15292150460684698E18 for 2**60; README "Mirrors and net changes")
+    return [0.0, -0.0, 1.0, 100.0, 1e-4, 1e-5, 1.5e-7, 123456789.0, 1e16, 1.5e16, 2.0 ** 40,
+            -427842500.0, 0.1, 1 / 3, 1.7976931348623157e308, float("nan"), float("inf")]
+
+
+def test_typed_rows_render_like_the_row_renderer(spark):
+    """Typed values (as Spark holds them after the typed conversion) rendered in Spark give
+    exactly the text RowRenderer gives for the same values."""
+    from decoders.codecs import Float4
+    from dblog.mirror import render_rows
+    from dblog.tables import typed_columns
+    from pyspark.sql import functions as F
+
+    rng = random.Random(3)
+    rows = [[default_value(c, rng) for c in COLS] for _ in range(300)]
+    for i, f in enumerate(_floats()):
+        rows[i][4] = f
+        # (a REAL -0.0 is typed as 0.0 by the typed tables' cast: not a rendering question)
+        rows[i + 20][3] = Float4(f) if (abs(f) < 3e38 or f != f) and str(f) != "-0.0" else None
+    rows[40][5] = 'q"\\\n\t\x01\x0b\x1f é/'
+    rows[41][5] = ""
+    renderer = RowRenderer(COLS)
+    texts = [renderer(r) for r in rows]
+    df = spark.createDataFrame([(t,) for t in texts], "row STRING")
+    typed = df.select(*[c.alias(col.name) for c, col in zip(typed_columns(F, "row", list(COLS)), COLS)])
+    got = [r["row"] for r in render_rows(typed, list(COLS)).collect()]
+    bad = [(g, t) for g, t in zip(got, texts) if g != t]
+    assert not bad, bad[:3]
+
+
+def test_keys_of_row_images(spark):
+    from dblog.mirror import key_meta, key_of
+    from pyspark.sql import functions as F
+
+    meta = key_meta(spark, [{"source": "s", "table_id": "9", "schema_name": "S", "table_name": "T",
+                             "key": ["ID", "K2"], "columns": list(COLS)}])
+    images = ['{"ID": 5, "K2": "a\\"b", "AMT": "1.00"}', '{"ID": -7, "K2": null}', None]
+    got = [r[1] for r in sorted(
+        spark.createDataFrame([("s", "9", n, i) for n, i in enumerate(images)],
+                              "source STRING, table_id STRING, n INT, img STRING")
+        .join(meta, ["source", "table_id"]).select("n", key_of(F.col("img"))).collect())]
+    assert got == ['{"ID": 5, "K2": "a\\"b"}', '{"ID": -7, "K2": null}', None]
+
+
+def _row(i, v, k2="x"):
+    return json.dumps({"ID": i, "K2": k2, "V": v})
+
+
+SMALL = (Column("ID", "INTEGER", False), Column("K2", "CHAR", length=1), Column("V", "VARCHAR", length=9))
+
+
+def _apply(spark, prev_rows, changes):
+    from dblog.mirror import ROWS_DDL, apply_night, key_meta
+
+    meta = key_meta(spark, [{"source": "s", "table_id": "1", "schema_name": "S", "table_name": "T",
+                             "key": ["ID"], "columns": list(SMALL)}])
+    prev = spark.createDataFrame(
+        [("s", "1", json.dumps({"ID": json.loads(r)["ID"]}), r, 1, "2026-10-31")
+         for r in prev_rows], ROWS_DDL)
+    ch = spark.createDataFrame([("s", "1", cs, es, op, b, a) for cs, es, op, b, a in changes],
+                               "source STRING, table_id STRING, commit_seq LONG, event_seq INT, "
+                               "op STRING, before STRING, after STRING")
+    rows, net, missing = apply_night(spark, ch, prev, meta, "2026-11-01")
+    return ({json.loads(r["row"])["ID"]: (r["row"], r["_commit_seq"], r["_date"]) for r in rows.collect()},
+            {r["key"]: (r["net_op"], r["before"], r["after"], r["first_commit_seq"], r["last_commit_seq"],
+                        r["n_changes"]) for r in net.collect()},
+            {r["table_id"]: r["mirror_missing_base"] for r in missing.collect()})
+
+
+def test_apply_night_rules(spark):
+    p1, p2, p3, p4 = _row(1, "a"), _row(2, "b"), _row(3, "c"), _row(4, "d")
+    rows, net, missing = _apply(spark, [p1, p2, p3, p4], [
+        (10, 1, "u", p1, _row(11, "a2")),           # key 1 moves to 11
+        (10, 2, "d", p2, None),                     # delete 2 ...
+        (11, 1, "c", None, _row(2, "b2")),          # ... and insert it again: u
+        (12, 1, "u", _row(9, "z"), _row(9, "z2")),  # update of a key not in the mirror: upsert, counted
+        (12, 2, "d", _row(8, "y"), None),           # delete of a key not in the mirror: counted
+        (13, 1, "u", p3, _row(3, "c2")),
+        (14, 1, "u", _row(3, "c2"), p3),            # back to how it started: u, before = after
+        (15, 1, "ddl", None, None),
+    ])
+    assert rows == {11: (_row(11, "a2"), 10, "2026-11-01"), 2: (_row(2, "b2"), 11, "2026-11-01"),
+                    9: (_row(9, "z2"), 12, "2026-11-01"), 3: (p3, 14, "2026-11-01"),
+                    4: (p4, 1, "2026-10-31")}
+    assert net == {'{"ID": 1}': ("d", p1, None, 10, 10, 1),
+                   '{"ID": 11}': ("c", None, _row(11, "a2"), 10, 10, 1),
+                   '{"ID": 2}': ("u", p2, _row(2, "b2"), 10, 11, 2),
+                   '{"ID": 9}': ("c", None, _row(9, "z2"), 12, 12, 1),
+                   '{"ID": 3}': ("u", p3, p3, 13, 14, 2)}
+    assert missing == {"1": 2}
+
+
+def test_truncate_names_every_key_it_removes(spark):
+    p1, p2 = _row(1, "a"), _row(2, "b")
+    rows, net, missing = _apply(spark, [p1, p2], [
+        (20, 1, "u", p1, _row(1, "a2")),
+        (21, 1, "t", None, None),                   # removes 1 (changed) and 2 (untouched)
+        (22, 1, "c", None, _row(5, "e")),
+        (23, 1, "t", None, None),                   # removes 5 only
+        (24, 1, "c", None, _row(1, "a3")),
+    ])
+    assert rows == {1: (_row(1, "a3"), 24, "2026-11-01")}
+    # key 5 is absent at both ends of the night: left out
+    assert net == {'{"ID": 1}': ("u", p1, _row(1, "a3"), 20, 24, 3),
+                   '{"ID": 2}': ("d", p2, None, 21, 21, 1)}
+    assert missing == {}

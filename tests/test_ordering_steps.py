@@ -1,0 +1,337 @@
+"""Each ordering step on its own (dblog/ordering/), on tiny hand-built DataFrames; the
+expected frames are written out here, never computed by the step under test."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from chispa import assert_df_equality
+
+from decoders.events import EVENT_COLUMNS
+
+pytestmark = pytest.mark.spark
+
+TS = dt.datetime(2026, 11, 1, 12, 0, tzinfo=dt.timezone.utc)
+
+
+def events(spark, rows: list[dict]):
+    """Event rows (EVENT_SCHEMA + from_state) from dicts naming only the fields they have."""
+    from pyspark.sql.types import BooleanType, StructField, StructType
+
+    from dblog.decode import spark_event_schema
+
+    schema = StructType(spark_event_schema().fields + [StructField("from_state", BooleanType())])
+    base = {"source": "s1", "format": "soliddb", "archive_file": "s1/2026-11-01/a.csv",
+            "record_offset": 0, "record_index": 0, "n_records": 1, "from_state": False}
+    full = []
+    for i, r in enumerate(rows):
+        d = {**base, "record_offset": i * 10, "record_index": i, **r}
+        full.append(tuple(d.get(c) for c in EVENT_COLUMNS + ["from_state"]))
+    return spark.createDataFrame(full, schema)
+
+
+def same(got, want, cols=None):
+    cols = cols or want.columns
+    assert_df_equality(got.select(*cols), want.select(*cols), ignore_row_order=True,
+                       ignore_nullable=True)
+
+
+TRX_DDL = ("source STRING, trx_id STRING, status STRING, capture_off BOOLEAN, "
+           "undone ARRAY<STRING>")
+
+
+# ----------------------------------------------------------------- transactions
+
+def test_transactions_one_row_per_transaction_with_its_outcome(spark):
+    from dblog.ordering.transactions import transactions
+
+    ev = events(spark, [
+        {"kind": "begin", "trx_id": "1", "position": "0010", "user": "BOB"},
+        {"kind": "change", "trx_id": "1", "position": "0011", "op": "c"},
+        {"kind": "change", "trx_id": "1", "position": "0012", "op": "c"},
+        {"kind": "undo", "trx_id": "1", "position": "0013", "undo_of": "0012"},
+        {"kind": "commit", "trx_id": "1", "position": "0014", "trx_end": "commit",
+         "commit_position": "0014", "commit_ts": TS, "user": "ANN"},
+        {"kind": "begin", "trx_id": "2", "position": "0020", "flag": "capture_off"},
+        {"kind": "change", "trx_id": "2", "position": "0021", "op": "d",
+         "trx_end": "commit", "commit_position": "0022", "commit_ts": TS},
+        {"kind": "change", "trx_id": "3", "position": "0030", "op": "u"},
+        {"kind": "abort", "trx_id": "3", "position": "0031", "trx_end": "abort"},
+        {"kind": "change", "trx_id": "4", "position": "0040", "op": "c", "user": "EVE"},
+        {"kind": "change", "trx_id": "1", "source": "s2", "position": "0050", "op": "c"},
+        {"kind": "control", "position": "0060", "rule": "checkpoint"},
+        {"kind": "carry", "trx_id": "9", "record_index": -1, "n_records": 0},
+    ])
+    want = spark.createDataFrame([
+        ("s1", "1", "committed", "0014", TS, "ANN", "0010", False, ["0012"]),
+        ("s1", "2", "committed", "0022", TS, None, "0020", True, None),
+        ("s1", "3", "rolled_back", None, None, None, "0030", False, None),
+        ("s1", "4", "open", None, None, "EVE", "0040", False, None),
+        ("s2", "1", "open", None, None, None, "0050", False, None),
+    ], "source STRING, trx_id STRING, status STRING, commit_position STRING, commit_ts TIMESTAMP, "
+       "user STRING, begin_position STRING, capture_off BOOLEAN, undone ARRAY<STRING>")
+    same(transactions(ev), want)
+
+
+# ----------------------------------------------------------------- classify
+
+def test_classify_puts_each_change_in_its_bucket(spark):
+    from dblog.ordering.classify import classify
+
+    trx = spark.createDataFrame([
+        ("s1", "1", "committed", False, ["0012"]),
+        ("s1", "2", "committed", True, None),
+        ("s1", "3", "rolled_back", False, None),
+        ("s1", "4", "open", False, None),
+    ], TRX_DDL)
+    ch = events(spark, [
+        {"kind": "change", "trx_id": "1", "position": "0011"},
+        {"kind": "change", "trx_id": "1", "position": "0012"},
+        {"kind": "change", "trx_id": "2", "position": "0021"},
+        {"kind": "change", "trx_id": "3", "position": "0030"},
+        {"kind": "change", "trx_id": "4", "position": "0040"},
+        {"kind": "change", "trx_id": None, "position": "0050"},
+    ])
+    want = spark.createDataFrame([
+        ("1", "0011", "published"), ("1", "0012", "skipped:compensated"),
+        ("2", "0021", "skipped:capture_off"), ("3", "0030", "skipped:rolled_back"),
+        ("4", "0040", "held_open"), (None, "0050", "quarantined"),
+    ], "trx_id STRING, position STRING, bucket STRING")
+    same(classify(ch, trx), want)
+
+
+def test_classify_takes_the_transactions_columns_over_the_changes(spark):
+    from dblog.ordering.classify import classify
+
+    trx = spark.createDataFrame([("s1", "1", "committed", False, None, 7, "00FF")],
+                                TRX_DDL + ", commit_seq LONG, commit_position STRING")
+    ch = events(spark, [{"kind": "change", "trx_id": "1", "position": "0011", "commit_position": "X"}])
+    want = spark.createDataFrame([("1", 7, "00FF", "published")],
+                                 "trx_id STRING, commit_seq LONG, commit_position STRING, bucket STRING")
+    same(classify(ch, trx, extra=["commit_seq", "commit_position"]), want)
+
+
+def test_segment_pieces_follow_their_group(spark):
+    from dblog.ordering.classify import segment_buckets
+
+    trx = spark.createDataFrame([("s1", "1", "committed", False, None), ("s1", "2", "open", False, None),
+                                 ("s1", "3", "committed", False, None)], TRX_DDL)
+    groups = spark.createDataFrame([
+        ("s1", "k1", True, "change", "1", "0010", None, None),
+        ("s1", "k2", False, None, "2", "0020", None, None),
+        ("s1", "k3", False, None, "3", "0030", None, None),
+        ("s1", "k4", True, "quarantine", "3", "0040", "corrupt", "bad area"),
+    ], "source STRING, seg_key STRING, complete BOOLEAN, kind STRING, trx_id STRING, "
+       "position STRING, error_class STRING, message STRING")
+    pieces = events(spark, [
+        {"kind": "segment", "trx_id": "1", "seg_key": "k1", "seg_num": 1, "position": "0010"},
+        {"kind": "segment", "trx_id": "1", "seg_key": "k1", "seg_num": 2, "position": "0010"},
+        {"kind": "segment", "trx_id": "2", "seg_key": "k2", "seg_num": 1, "position": "0020"},
+        {"kind": "segment", "trx_id": "3", "seg_key": "k3", "seg_num": 2, "position": "0030"},
+        {"kind": "segment", "trx_id": "3", "seg_key": "k4", "seg_num": 1, "position": "0040"},
+    ])
+    want = spark.createDataFrame([
+        ("k1", 1, "published", "bad_segments", None), ("k1", 2, "published", "bad_segments", None),
+        ("k2", 1, "held_open", "incomplete_segments", None),
+        ("k3", 2, "quarantined", "incomplete_segments", None),
+        ("k4", 1, "quarantined", "bad_segments", "corrupt"),
+    ], "seg_key STRING, seg_num INT, bucket STRING, q_class STRING, r_class STRING")
+    same(segment_buckets(pieces, groups, trx), want)
+
+
+# ----------------------------------------------------------------- sequence
+
+def test_partition_offsets_continue_each_source_across_partitions():
+    from dblog.ordering.sequence import last_sequences, partition_offsets
+
+    # partition 0: s1 x3 (indexes 0-2); partition 1: s1 x2 (0-1), s2 x4 (2-5); partition 2: s2 x1
+    counts = [(1, "s2", 4, 2), (0, "s1", 3, 0), (2, "s2", 1, 0), (1, "s1", 2, 0)]
+    assert sorted(partition_offsets(counts, {"s1": 100, "s2": 0})) == [
+        (0, "s1", 100), (1, "s1", 103), (1, "s2", -2), (2, "s2", 4)]
+    assert last_sequences(counts, {"s1": 100}) == {"s1": (105, 5), "s2": (5, 5)}
+
+
+@pytest.fixture()
+def many_partitions(spark):
+    """Keep AQE from coalescing tiny shuffles into one partition (the multi-partition path)."""
+    key = "spark.sql.adaptive.coalescePartitions.enabled"
+    old = spark.conf.get(key)
+    spark.conf.set(key, "false")
+    yield
+    spark.conf.set(key, old)
+
+
+def test_commit_seq_ranks_per_source_in_commit_order_across_partitions(spark, many_partitions):
+    from pyspark.sql import functions as F
+
+    from dblog.ordering import sequence
+
+    rows = []
+    for i in range(40):                       # s1: positions 1000.. ; s2 interleaved, reversed ids
+        rows.append(("s1", f"t{i:02d}", f"{1000 + 7 * i:08X}"))
+        rows.append(("s2", f"u{99 - i:02d}", f"{1003 + 7 * i:08X}"))
+    rows.append(("s2", "a00", f"{1003:08X}"))  # same commit_position as u99: trx_id decides
+    trx = spark.createDataFrame(rows, "source STRING, trx_id STRING, commit_position STRING")
+    ranked = sequence.rank_in_partitions(trx).cache()
+    counts = [tuple(r) for r in sequence.partition_counts(ranked).collect()]
+    assert len({c[0] for c in counts}) > 1, "the test needs several range partitions"
+    offsets = spark.createDataFrame(sequence.partition_offsets(counts, {"s1": 10, "s2": 0}),
+                                    sequence.OFFSETS_DDL)
+    got = sequence.assign_commit_seq(ranked, offsets).select("source", "trx_id", "commit_seq")
+    want_rows = [("s1", f"t{i:02d}", 11 + i) for i in range(40)]
+    want_rows += [("s2", "a00", 1), ("s2", "u99", 2)] + [("s2", f"u{99 - i:02d}", 2 + i) for i in range(1, 40)]
+    want = spark.createDataFrame(want_rows, "source STRING, trx_id STRING, commit_seq LONG")
+    same(got, want)
+    assert sequence.last_sequences(counts, {"s1": 10}) == {"s1": (50, 40), "s2": (41, 41)}
+    assert ranked.filter(F.col("seq_local") < 0).count() == 0
+    ranked.unpersist()
+
+
+def test_event_seq_orders_changes_inside_their_transaction(spark):
+    from dblog.ordering.sequence import event_seq
+
+    ch = events(spark, [
+        {"trx_id": "1", "position": "0003", "trx_order": "0001"},
+        {"trx_id": "1", "position": "0001", "trx_order": "0002"},
+        {"trx_id": "1", "position": "0002"},                      # trx_order defaults to position
+        {"trx_id": "2", "position": "0009", "archive_file": "b"},
+        {"trx_id": "2", "position": "0009", "archive_file": "a", "record_index": 5},
+        {"trx_id": "2", "position": "0009", "archive_file": "a", "record_index": 3},
+    ])
+    want = spark.createDataFrame([
+        ("1", "0003", "s1/2026-11-01/a.csv", 0, 1), ("1", "0001", "s1/2026-11-01/a.csv", 1, 2),
+        ("1", "0002", "s1/2026-11-01/a.csv", 2, 3), ("2", "0009", "b", 3, 3),
+        ("2", "0009", "a", 5, 2), ("2", "0009", "a", 3, 1),
+    ], "trx_id STRING, position STRING, archive_file STRING, record_index LONG, event_seq INT")
+    same(event_seq(ch), want)
+
+
+# ----------------------------------------------------------------- audit
+
+def test_row_buckets_and_audit_add_up_per_archive(spark):
+    from dblog.ordering.audit import audit, row_buckets
+
+    trx = spark.createDataFrame([("s1", "1", "committed", False, ["0012"]), ("s1", "2", "open", False, None)],
+                                TRX_DDL)
+    ev = events(spark, [
+        {"kind": "begin", "trx_id": "1", "position": "0010"},
+        {"kind": "change", "trx_id": "1", "position": "0011", "n_records": 2},
+        {"kind": "change", "trx_id": "1", "position": "0012"},
+        {"kind": "undo", "trx_id": "1", "position": "0013"},
+        {"kind": "commit", "trx_id": "1", "position": "0014"},
+        {"kind": "begin", "trx_id": "2", "position": "0020"},
+        {"kind": "change", "trx_id": "2", "position": "0021"},
+        {"kind": "skip", "rule": "soliddb_nop", "position": "0030", "n_records": 3},
+        {"kind": "quarantine", "error_class": "corrupt"},
+        {"kind": "change", "trx_id": "2", "position": "0001", "from_state": True},
+        {"kind": "carry", "n_records": 0},
+    ])
+    listed = spark.createDataFrame([("s1", "soliddb", "s1/2026-11-01/a.csv"),
+                                    ("s1", "soliddb", "s1/2026-11-01/empty.csv")],
+                                   "source STRING, format STRING, archive_file STRING")
+    got = audit(row_buckets(ev, trx), listed)
+    want = spark.createDataFrame([
+        ("s1", "soliddb", "s1/2026-11-01/a.csv", 12, 2, 3, 4, 2, 1, '{"compensated":1,"soliddb_nop":3}'),
+        ("s1", "soliddb", "s1/2026-11-01/empty.csv", 0, 0, 0, 0, 0, 0, "{}"),
+    ], "source STRING, format STRING, archive_file STRING, records_read LONG, published LONG, "
+       "control LONG, skipped LONG, held_open LONG, quarantined LONG, skipped_by_rule STRING")
+    same(got, want)
+
+
+# ----------------------------------------------------------------- quarantine
+
+def test_quarantine_rows_from_decoder_segments_and_orphans(spark):
+    from dblog.ordering.quarantine import (decoder_quarantine, orphan_quarantine, quarantine,
+                                           segment_quarantine)
+
+    ev = events(spark, [
+        {"kind": "quarantine", "error_class": "corrupt", "message": "odd hex", "raw_hex": "ABCD"},
+        {"kind": "quarantine", "error_class": "old", "from_state": True},
+        {"kind": "change", "trx_id": None, "position": "0002"},
+        {"kind": "change", "trx_id": "1", "position": "0003"},
+    ])
+    pieces = events(spark, [{"kind": "segment", "seg_key": "k", "seg_num": 2, "seg_total": 3,
+                             "seg_data": b"\x01\xff"}]) \
+        .selectExpr("*", "'quarantined' AS bucket", "'incomplete_segments' AS q_class",
+                    "CAST(NULL AS STRING) AS r_class", "CAST(NULL AS STRING) AS r_message")
+    got = quarantine(decoder_quarantine(ev), segment_quarantine(pieces),
+                     orphan_quarantine(ev.filter("kind = 'change'")))
+    want = spark.createDataFrame([
+        (0, "corrupt", "odd hex", "abcd"),
+        (20, "no_transaction", "change record without a transaction id", None),
+        (0, "incomplete_segments",
+         "segment 2 of 3 of record k: the group never completed (committed unit of recovery)", "01ff"),
+    ], "record_offset LONG, error_class STRING, message STRING, raw_hex STRING")
+    same(got, want)
+
+
+# ----------------------------------------------------------------- held state
+
+def test_held_rows_are_every_row_of_open_transactions(spark):
+    from dblog.ordering.state import carry_rows, held_rows
+
+    ev = events(spark, [
+        {"kind": "begin", "trx_id": "2", "position": "0020"},
+        {"kind": "change", "trx_id": "2", "position": "0021", "after": '{"A":1}'},
+        {"kind": "change", "trx_id": "2", "position": "0001", "from_state": True},
+        {"kind": "quarantine", "trx_id": "2", "position": "0022"},
+        {"kind": "change", "trx_id": "1", "position": "0011"},
+        {"kind": "change", "trx_id": "2", "source": "s2", "position": "0030"},
+        {"kind": "carry", "message": '{"open": []}', "n_records": 0},
+        {"kind": "carry", "message": '{"old": 1}', "n_records": 0, "from_state": True},
+    ])
+    open_trx = spark.createDataFrame([("s1", "2")], "source STRING, trx_id STRING")
+    for broadcast in (False, True):
+        got = held_rows(ev, open_trx, broadcast)
+        assert got.columns == EVENT_COLUMNS
+        assert sorted((r["kind"], r["position"], r["after"]) for r in got.collect()) == \
+            [("begin", "0020", None), ("change", "0001", None), ("change", "0021", '{"A":1}')]
+    assert [r["message"] for r in carry_rows(ev).collect()] == ['{"open": []}']
+
+
+# ----------------------------------------------------------------- segments
+
+def test_segment_groups_concatenate_complete_groups_in_seg_num_order(spark):
+    from dblog.ordering.segments import segment_groups
+
+    pieces = events(spark, [
+        {"kind": "segment", "trx_id": "1", "seg_key": "k1", "seg_num": 2, "seg_total": 2,
+         "seg_data": b"CD", "position": "0002"},
+        {"kind": "segment", "trx_id": "1", "seg_key": "k1", "seg_num": 1, "seg_total": 2,
+         "seg_data": b"AB", "position": "0001", "op": "u"},
+        {"kind": "segment", "trx_id": "1", "seg_key": "k2", "seg_num": 1, "seg_total": 3,
+         "seg_data": b"X", "position": "0003"},
+        {"kind": "segment", "trx_id": "1", "seg_key": "k3", "seg_num": 1, "seg_total": 2,
+         "seg_data": b"Y", "position": "0004"},
+        {"kind": "segment", "trx_id": "1", "seg_key": "k3", "seg_num": 1, "seg_total": 2,
+         "seg_data": b"Y", "position": "0004"},
+    ])
+    want = spark.createDataFrame([
+        ("k1", True, bytearray(b"ABCD"), "0001", "u"),
+        ("k2", False, None, "0003", None),
+        ("k3", False, None, "0004", None),
+    ], "seg_key STRING, complete BOOLEAN, data BINARY, position STRING, op STRING")
+    same(segment_groups(pieces), want)
+
+
+# ----------------------------------------------------------------- hooks
+
+def test_format_hooks_replace_only_their_formats_rows(spark):
+    from pyspark.sql import functions as F
+
+    from dblog.ordering.hooks import apply_hooks, format_hooks
+
+    ev = events(spark, [
+        {"format": "informix", "kind": "change", "position": "0001"},
+        {"format": "soliddb", "kind": "change", "position": "0002"},
+    ])
+    hook = lambda df: df.withColumn("trx_id", F.concat(F.lit("x:"), "position")).withColumn("extra", F.lit(1))  # noqa: E731
+    got = apply_hooks(ev, {"informix": hook})
+    assert got.columns == ev.columns
+    assert sorted((r["format"], r["trx_id"]) for r in got.collect()) == \
+        [("informix", "x:0001"), ("soliddb", None)]
+    with pytest.raises(ValueError, match="dropped columns"):
+        apply_hooks(ev, {"informix": lambda df: df.drop("trx_id")})
+    assert format_hooks(["soliddb", "rdb"]) == {}
+

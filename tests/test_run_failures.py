@@ -1,0 +1,42 @@
+"""``dblog run`` exits 3 when the run itself fails (SPEC section 6): nothing is published and
+the message names the stage and the run."""
+
+from __future__ import annotations
+
+import pytest
+
+from dblog.pipeline import describe_error
+
+from .conftest import write_config
+from .test_pipeline import run, synth
+
+pytestmark = pytest.mark.spark
+
+
+def test_a_failing_stage_exits_3_says_where_and_publishes_nothing(spark, tmp_path, capsys):
+    config = write_config(tmp_path, [{"name": "pos_solid", "format": "soliddb"}])
+    root = tmp_path / "data"
+    synth(config, root, "2026-11-01", trx=20, seed=3)
+    run_dir = root / "staging" / "broken"
+    run_dir.mkdir(parents=True)
+    # the ordering stage writes its work datasets under <run_dir>/ordering/: a file there
+    # makes the Spark write fail (a real I/O error of the run, not a verdict on the data)
+    (run_dir / "ordering").write_text("not a directory")
+    capsys.readouterr()
+    assert run(config, root, "2026-11-01", "--run-id", "broken") == 3
+    err = capsys.readouterr().err
+    assert "the run failed in the order stage of run broken" in err, err
+    assert str(run_dir) in err and "nothing was published" in err
+    assert not (root / "published").exists()
+    assert not (root / "state").exists()
+
+
+def test_out_of_memory_is_named_as_such():
+    text = ("An error occurred while calling o412.parquet.\n: org.apache.spark.SparkException: "
+            "Job aborted due to stage failure: Task 0 in stage 15.0 failed 1 times, most recent "
+            "failure: Lost task 0.0 in stage 15.0 (TID 49) (executor driver): "
+            "java.lang.OutOfMemoryError: Java heap space\n\tat java.base/java.util.Arrays.copyOf")
+    msg = describe_error(RuntimeError(text))
+    assert msg.startswith("out of memory (java.lang.OutOfMemoryError: Java heap space)")
+    assert "DBLOG_DRIVER_MEMORY" in msg
+    assert describe_error(ValueError("bad\nthings")) == "ValueError: bad"
