@@ -12,7 +12,9 @@ import pytest
 
 from decoders.base import DecodeContext
 from decoders.events import EventSink
-from decoders.informix import archive_sort_key, decode
+from decoders.events import accounts_bytes
+from decoders.informix import archive_sort_key
+from decoders.informix import decoder as D
 from decoders.informix import resolve as RS
 from decoders.informix.decoder import decode_records
 from decoders.informix.synth import Synth
@@ -25,6 +27,9 @@ CATALOG = Synth(SOURCE).catalog
 
 def _ctx(name, tz, carry=None):
     return DecodeContext(SOURCE, "informix", CATALOG, name, {}, tz, carry)
+
+
+decode = accounts_bytes(D.decode, lines=True)   # the decoder with its carry, either mode
 
 
 def legacy(archives, carry, tz):

@@ -524,3 +524,38 @@ def resolve_transactions(events):
         .withColumn("seg_data", F.lit(None).cast("binary")) \
         .withColumn("flag", F.when(F.col("flag") != UNKNOWN_TABLE_FLAG, F.col("flag"))) \
         .select(*columns)
+
+
+# ----------------------------------------------------------------- one file at a time
+
+def held_after(rows: list[dict]) -> list[dict]:
+    """What the generic held-state step keeps of resolved rows: every row of a transaction
+    with no end, quarantine rows excepted (``from_state`` set for the next night)."""
+    ended = {r["trx_id"] for r in rows if r.get("trx_end")}
+    return [{**r, "from_state": True} for r in rows
+            if r.get("trx_id") and r["trx_id"] not in ended
+            and r["kind"] not in ("quarantine", "carry")]
+
+
+def decode_file(data: bytes, ctx, source: str, held: list[dict] | None = None,
+                decode_records=None) -> tuple[list[dict], list[dict]]:
+    """Records mode and this step on one file, the way a night of the pipeline does it:
+    (this file's resolved rows, the rows held after it). For tests and tools."""
+    from ..events import EventSink, accounts_bytes
+
+    if decode_records is None:
+        from .decoder import decode_records
+    sink = EventSink(source, "informix", ctx.archive)
+    accounts_bytes(decode_records, lines=True)(data, ctx, sink)
+    rows = [{**r, "from_state": False} for r in sink.rows()]
+    out = resolve_rows(list(held or []) + rows)
+    mine = [{k: v for k, v in r.items() if k != "from_state"} for r in out
+            if not r.get("from_state") and r.get("rule") != STATE_RULE]
+    return mine, held_after(out)
+
+
+def open_transactions(held: list[dict]) -> dict:
+    """The open transactions the held state rows describe, as the decoder carry said them:
+    ``{xid: {"trx", "user", "last", "undo", "fold"}}``."""
+    states = [r for r in held if r["kind"] == "control" and r.get("rule") == STATE_RULE]
+    return {str(r["xid"]): json.loads(r["message"]) for r in sorted(states, key=lambda r: r["xid"])}
