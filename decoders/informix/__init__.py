@@ -20,7 +20,7 @@ from __future__ import annotations
 from .layout import RE_UNIQID as _RE_UNIQID
 
 FORMAT = "informix"
-RESOLVE = "decoder"
+RESOLVE = "ordering"
 SEQUENTIAL = RESOLVE == "decoder"
 # option -> (default, check): a tuple of allowed values, ``bool``, or ``"codec"`` (a code page)
 OPTIONS: dict = {}
