@@ -79,6 +79,11 @@ EVENT_FIELDS: list[tuple[str, pa.DataType]] = [
     ("error_class", pa.string()),
     ("message", pa.string()),
     ("raw_hex", pa.string()),
+    # facts of a record whose transaction is assigned after decoding, by the ordering job's
+    # format hook (informix: ``resolve_transactions``); null on every other row
+    ("xid", pa.int64()),
+    ("link", pa.int64()),
+    ("record_type", pa.string()),
 ]
 EVENT_SCHEMA = pa.schema(EVENT_FIELDS)
 EVENT_COLUMNS = [name for name, _ in EVENT_FIELDS]

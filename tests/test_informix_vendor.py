@@ -8,16 +8,13 @@ figures print, transactions are ``<uniqid>:<BEGIN addr>``. A missing document fa
 from __future__ import annotations
 
 import datetime as _dt
-import json
 from pathlib import Path
 
 import pyarrow.dataset as pads
 import pytest
 
-from decoders.base import DecodeContext
 from decoders.catalog import Catalog
-from decoders.events import EventSink
-from decoders.informix import decode, layout as L
+from decoders.informix import layout as L
 from decoders.informix.synth import Synth
 
 VENDOR = Path(__file__).resolve().parent / "vendor" / "informix"
@@ -28,10 +25,11 @@ UTC = _dt.timezone.utc
 
 
 def run(data: bytes, name: str, carry=None, tz: str = "UTC", catalog: Catalog = CATALOG):
-    sink = EventSink("ibm", "informix", name)
-    out = decode(data, DecodeContext("ibm", "informix", catalog, name, {}, tz, carry), sink)
-    json.dumps(out)
-    return sink.rows(), out
+    """One file decoded as the pipeline does (either place of the transaction rules)."""
+    from tests.test_informix import run as run_file
+
+    rows, out = run_file(data, name, carry, tz, catalog)
+    return rows, {k: out[k] for k in ("version", "uniqid", "open")}
 
 
 def pos(addr: int) -> str:

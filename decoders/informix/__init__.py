@@ -1,9 +1,18 @@
 """Informix ``onlog`` text output, one logical-log file per archive (SPEC section 3, informix).
 
-Sequential: a source's logical-log files are decoded in uniqid order in one task, passing
-the open transactions along (``decode`` returns them as the carry-out), so that a
-transaction spanning files, or nights, links up. Positions are ``<uniqid><addr>`` as 8 + 8
-upper-case hex digits; a transaction is ``<uniqid>:<begin addr>``.
+Where records are assigned to their transactions (``RESOLVE``):
+
+* ``"decoder"``: sequential; a source's logical-log files are decoded in uniqid order in one
+  task, passing the open transactions along (``decode`` returns them as the carry-out), so
+  that a transaction spanning files, or nights, links up;
+* ``"ordering"``: every file, and every byte range of a big file (``split``), decodes on its
+  own into one row per record with its facts (``decoder.decode_records``); the ordering
+  job's hook ``resolve_transactions`` (``resolve.py``) assigns records to transactions, the
+  open ones held as rows by the generic held-state step. Needs an ordering job that applies
+  format hooks (contract 3).
+
+Both give the same rows (tests/test_informix_resolve.py). Positions are ``<uniqid><addr>``
+as 8 + 8 upper-case hex digits; a transaction is ``<uniqid>:<begin addr>``.
 """
 
 from __future__ import annotations
@@ -11,7 +20,8 @@ from __future__ import annotations
 from .layout import RE_UNIQID as _RE_UNIQID
 
 FORMAT = "informix"
-SEQUENTIAL = True
+RESOLVE = "ordering"
+SEQUENTIAL = RESOLVE == "decoder"
 # option -> (default, check): a tuple of allowed values, ``bool``, or ``"codec"`` (a code page)
 OPTIONS: dict = {}
 HAS_IMAGES = False          # the log carries row images (before/after)
@@ -31,7 +41,10 @@ def archive_sort_key(name: str) -> tuple[int, str]:
 
 # the decoder and the generator are imported on first use (the config and the DAG need
 # only the names above)
-_LAZY = {'position': 'decoder', 'trx_id_of': 'decoder', 'uniqid_of': 'decoder', 'decode': 'decoder', 'Synth': 'synth'}
+_LAZY = {'position': 'decoder', 'trx_id_of': 'decoder', 'uniqid_of': 'decoder', 'decode': 'decoder',
+         'decode_records': 'decoder', 'Synth': 'synth'}
+if RESOLVE == "ordering":
+    _LAZY.update(split='decoder', resolve_transactions='resolve')
 
 
 def __getattr__(name: str):
@@ -40,8 +53,10 @@ def __getattr__(name: str):
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     import importlib
 
-    value = getattr(importlib.import_module(f"{__name__}.{where}"), name)
-    if name == "decode":
+    module = importlib.import_module(f"{__name__}.{where}")
+    value = getattr(module, "decode_records" if name == "decode" and RESOLVE == "ordering"
+                    else name)
+    if name in ("decode", "decode_records"):
         from ..events import accounts_bytes
 
         value = accounts_bytes(value, lines=True)

@@ -108,19 +108,40 @@ def gather_left_safe(buf: np.ndarray, s: np.ndarray, e: np.ndarray, width: int) 
     return ch
 
 
+def _spans(buf: np.ndarray, s: np.ndarray, e: np.ndarray) -> pa.Array:
+    """``buf[s:e]`` of non-overlapping spans as a large binary array: the spans (in buffer
+    order) and the gaps between them are one zero-copy array, the spans are taken from it."""
+    n = len(s)
+    if n == 0:
+        return pa.array([], pa.large_binary())
+    s = s.astype(np.int64)
+    e = np.maximum(e.astype(np.int64), s)
+    order = None
+    if n > 1 and not (s[1:] >= s[:-1]).all():
+        order = np.argsort(s, kind="stable")
+        s, e = s[order], e[order]
+    bounds = np.empty(2 * n, dtype=np.int64)
+    bounds[0::2] = s
+    bounds[1::2] = e
+    whole = pa.LargeBinaryArray.from_buffers(pa.large_binary(), 2 * n - 1,
+                                             [None, pa.py_buffer(bounds), pa.py_buffer(buf)])
+    take = np.arange(0, 2 * n, 2, dtype=np.int64)
+    if order is not None:
+        inverse = np.empty(n, dtype=np.int64)
+        inverse[order] = np.arange(n)
+        take = take[inverse]
+    return pc.take(whole, pa.array(take))
+
+
 def substrings(buf: np.ndarray, s: np.ndarray, e: np.ndarray) -> pa.Array:
-    """``buf[s:e]`` for every row as an Arrow string array (the bytes are printable ASCII)."""
-    lengths = (e - s).astype(np.int64)
-    offsets = np.zeros(len(s) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    total = int(offsets[-1])
-    if total:
-        idx = np.repeat(s.astype(np.int64) - offsets[:-1], lengths) + np.arange(total)
-        raw = buf[idx]
-    else:
-        raw = np.empty(0, np.uint8)
-    return pa.LargeStringArray.from_buffers(len(s), pa.py_buffer(offsets), pa.py_buffer(raw.tobytes())) \
-        .cast(pa.string())
+    """``buf[s:e]`` for every row (increasing, non-overlapping spans of printable ASCII) as
+    an Arrow string array."""
+    return _spans(buf, s, e).cast(pa.large_string()).cast(pa.string())
+
+
+def substrings_binary(buf: np.ndarray, s: np.ndarray, e: np.ndarray) -> pa.Array:
+    """``buf[s:e]`` for every row (increasing, non-overlapping spans) as an Arrow binary array."""
+    return _spans(buf, s, e).cast(pa.binary())
 
 
 _HEX_PAIRS = np.frombuffer(b"".join(b"%02x" % i for i in range(256)), dtype=np.uint8).reshape(256, 2)

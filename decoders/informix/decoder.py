@@ -91,10 +91,11 @@ from ..base import DecodeContext, hexpos
 from ..catalog import Catalog
 from ..errors import BadValue, BrokenChain, Corrupt, DecodeError, NeedData, UnknownRecordType, \
     UnknownTable
-from ..events import EventSink
+from ..events import RAW_HEX_LIMIT, EventSink
 from . import chains as CH
 from . import columns as COL
 from . import layout as L
+from . import resolve as RS
 
 CARRY_VERSION = 1
 POS_WIDTH = 8                      # hex digits of uniqid and of addr in a position
@@ -926,3 +927,296 @@ class _Columnar:
         for x, t in dec.state.items():
             out[x] = t.to_json()
         return out
+
+
+# ----------------------------------------------------------------- records mode (issue 14)
+
+def decode_records(data: bytes, ctx: DecodeContext, sink: EventSink) -> None:
+    """Decode one onlog text, or one byte range of it (``ctx.offset``/``line``/``index``), into
+    one row per record with its facts and no transaction (``resolve.py`` assigns those in
+    the ordering job): kind as inside a transaction, ``position``, ``xid``, ``link``,
+    ``record_type``, the record's values, ``raw_hex`` of its line (kept for a record the
+    transaction rules quarantine), and ``n_bytes`` from its line to the next record's.
+    Lines that do not read are quarantined here, with what their columns say."""
+    text = COL.Text(data)
+    uniqid = uniqid_of(ctx.archive)
+    if uniqid is None or uniqid > L.MAX_ADDR:
+        rec_lines = text.record_lines()
+        if len(rec_lines):  # no position can be given to anything: one quarantine row
+            line_no = ctx.line + int(rec_lines[0]) + 1
+            err = Corrupt("archive name does not end in _<uniqid>.txt", path="archive name",
+                          expected="..._<decimal uniqid>.txt", actual=ctx.archive[-60:])
+            err.located(archive=ctx.archive, path=f"line {line_no}", record_index=ctx.index)
+            sink.quarantine(err, line_no, ctx.index, data, n_records=len(rec_lines),
+                            n_bytes=len(data))
+        return None
+    _RecordsMode(ctx, uniqid, text, text.records()).run(sink)
+    return None
+
+
+_ROLE_KIND = {CH.R_OTHER: 0, CH.R_BEGIN: 1, CH.R_COMMIT: 2,
+              CH.R_ROLLBACK: 3, CH.R_CLR: 4, CH.R_HOME: 5, CH.R_REMAINDER: 0, CH.R_DDL: 5,
+              CH.R_SYSTEM: 0}
+_KIND_OF_ROLE = np.array([_ROLE_KIND[r] for r in range(9)], dtype=np.int8)
+
+
+class _RecordsMode:
+    def __init__(self, ctx: DecodeContext, uniqid: int, text: COL.Text, recs: COL.Records) -> None:
+        self.ctx, self.uniqid, self.text, self.recs = ctx, uniqid, text, recs
+        self.catalog: Catalog = ctx.catalog
+        self.zone = ZoneInfo(ctx.timezone or "UTC")
+
+    def unit(self, i: int) -> Unit:
+        return _Columnar.unit(self, i)
+
+    def careful_row(self, i: int) -> dict:
+        """The row of record i read the careful way (a line the columns cannot take)."""
+        unit = self.unit(i)
+        index = self.ctx.index + i
+        unit.line_no += self.ctx.line
+        h: dict = {}
+        fields: dict = {}
+        err: DecodeError | None = None
+        rec = None
+        try:
+            text = unit.line.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            err = Corrupt("record line is not valid UTF-8", path=f"column {exc.start}")
+            text = None
+        if text is not None:
+            try:
+                rec = parse_record(text, unit.complete, h)
+            except DecodeError as exc:
+                err = exc
+        if unit.indented:
+            err = Corrupt("indented line is not an onlog -l dump line", path="column 1",
+                          expected="hex byte groups, optionally a character rendering",
+                          actual=unit.line.decode("utf-8", "replace").strip()[:40])
+        addr = h.get("addr")
+        pos = position(self.uniqid, addr) if addr is not None else None
+        facts = {"xid": h.get("xid"), "link": h.get("link"), "record_type": h.get("type"),
+                 "position": pos}
+        if err is None and rec is not None and rec.type == L.BEGIN and rec.link != 0:
+            err = BrokenChain("BEGIN links to an earlier record", path="link", expected="0",
+                              actual=f"{rec.link:x}")
+            facts["user"] = rec.values["user"]
+        if err is not None:
+            err.path = f"line {unit.line_no}" + (f", {err.path}" if err.path else "")
+            err.located(archive=self.ctx.archive, record_index=index)
+            return {"kind": "quarantine", "offset": unit.line_no, "index": index, "error": err,
+                    "raw": unit.raw, **facts}
+        fields.update(facts)
+        fields.update(self.values(rec))
+        fields["seg_data"] = None if rec.type in L.SYSTEM else unit.raw[:RAW_HEX_LIMIT]
+        return {"kind": fields.pop("kind"), "offset": unit.line_no, "index": index, **fields}
+
+    def raw(self, fi: np.ndarray, keep: np.ndarray) -> pa.Array:
+        """``Unit.raw[:256]`` of records ``fi`` (null where not ``keep``): the bytes from the
+        record line to the end of its last dump line, when only dump lines follow it (no
+        blank line between them, no carriage return); a unit of any other shape is joined
+        line by line."""
+        t = self.text
+        lines = self.recs.lines[fi]
+        kinds = t.kind
+        # the unit: the record line and the dump lines up to the next record, header or
+        # indented line; its raw bytes end with its last dump line
+        follow = np.append(np.flatnonzero((kinds == COL.LINE_RECORD) | (kinds == COL.LINE_HEADER)
+                                          | (kinds == COL.LINE_INDENTED)), t.n_lines)
+        next_unit = follow[np.searchsorted(follow, lines, side="right")]
+        dumps = np.flatnonzero(kinds == COL.LINE_DUMP)
+        k = np.searchsorted(dumps, next_unit) - 1
+        last = np.where(k >= 0, dumps[np.maximum(k, 0)] if len(dumps) else lines, lines)
+        last = np.maximum(last, lines)
+        start = t.starts[lines]
+        end = np.minimum(t.ends[last], start + RAW_HEX_LIMIT)
+        # simple: the bytes in between are the unit's lines, whole: no blank line (skipped by
+        # Unit.raw) and no \r (cut from every line) before the last dump line
+        odd = np.append(np.flatnonzero((kinds == COL.LINE_BLANK)
+                                       | ((t.ends - t.starts) != _line_len(t))), t.n_lines)
+        simple = odd[np.searchsorted(odd, lines)] > last
+        bad = np.flatnonzero(~simple & keep)
+        good = keep & simple
+        out = COL.substrings_binary(t.buf, start, np.where(good, end, start))
+        if len(bad):   # the few units of another shape, joined line by line
+            patch = pa.array([self.unit(int(fi[j])).raw[:RAW_HEX_LIMIT] for j in bad.tolist()],
+                             pa.binary())
+            idx = np.full(len(fi), -1, dtype=np.int64)
+            idx[bad] = np.arange(len(bad))
+            out = pc.if_else(pa.array(idx >= 0),
+                             pc.take(patch, pa.array(np.maximum(idx, 0))), out)
+        return pc.if_else(pa.array(keep), out, pa.scalar(None, pa.binary()))
+
+    def values(self, rec: Record) -> dict:
+        """Kind and values of a record that reads (as inside a transaction)."""
+        rtype, v = rec.type, rec.values
+        if rtype in L.SYSTEM:
+            return {"kind": "control", "rule": rtype.lower()}
+        if rtype == L.BEGIN:
+            return {"kind": "begin", "user": v["user"]}
+        if rtype == L.COMMIT:
+            local = _dt.datetime.combine(v["date"], v["time"]).replace(tzinfo=self.zone)
+            return {"kind": "commit", "commit_ts": local.astimezone(_dt.timezone.utc)}
+        if rtype == L.ROLLBACK:
+            return {"kind": "abort"}
+        if rtype == L.CLR:
+            return {"kind": "undo"}
+        if rtype in L.HOME_OPS:
+            table_id = format(v[L.TBLSPACE], "x")
+            table = self.catalog.table(table_id)
+            out = {"kind": "change", "op": L.HOME_OPS[rtype], "table_id": table_id,
+                   "row_id": format(v[L.ROWID], "x")}
+            if table is None:
+                out["flag"] = RS.UNKNOWN_TABLE_FLAG
+            else:
+                out.update(schema_name=table.schema, table_name=table.name)
+            return out
+        if rtype in L.DDL_OPS:
+            op = L.DDL_OPS[rtype]
+            table_id = format(v[L.TBLSPACE], "x")
+            table = self.catalog.table(table_id)
+            out = {"kind": "change", "op": op, "table_id": table_id, "ddl": L.ddl_text(rtype, v)}
+            if table is not None:
+                out.update(schema_name=table.schema, table_name=table.name)
+            elif op == "t":
+                out["flag"] = RS.UNKNOWN_TABLE_FLAG
+            else:
+                printed = L.printed_table_name(rtype, v)
+                schema, name = L.split_table_name(printed) if printed else (None, None)
+                out.update(schema_name=schema, table_name=name)
+            return out
+        if rtype in L.REMAINDER:
+            return {"kind": "control"}
+        return {"kind": "control", "rule": rtype.lower()}
+
+    def run(self, sink: EventSink) -> None:
+        recs, uniqid, ctx = self.recs, self.uniqid, self.ctx
+        n = recs.n
+        fast = recs.fast.copy()
+        role = np.where(fast, CH.ROLE[np.maximum(recs.tcode, 0)], -1)
+        tbl = np.zeros(n, dtype=np.uint64)
+        row = np.zeros(n, dtype=np.uint64)
+        hi = np.flatnonzero(role == CH.R_HOME)
+        if len(hi):
+            tbl[hi], ok = recs.hex_column(L.N_HEADER, hi)
+            fast[hi[~ok]] = False
+            row[hi], ok = recs.hex_column(L.N_HEADER + 1, hi)
+            fast[hi[~ok]] = False
+        # rare on the fast path too: DDL (ddl text) and a BEGIN that links somewhere
+        fast &= role != CH.R_DDL
+        fast &= ~((role == CH.R_BEGIN) & (recs.link != 0))
+        role[~fast] = -1
+        fi = np.flatnonzero(fast)
+        r = role[fi]
+        kind = _KIND_OF_ROLE[r]
+        tcode = recs.tcode[fi]
+        system = r == CH.R_SYSTEM
+        rule_rows = (r == CH.R_OTHER) | system
+        fields: dict = {
+            "position": COL.positions(uniqid, recs.addr[fi]),
+            "xid": recs.xid[fi].astype(np.int64),
+            "link": recs.link[fi].astype(np.int64),
+            "record_type": pc.take(pa.array(COL.TYPE_NAMES), pa.array(tcode.astype(np.int32))),
+            "rule": _strings(list(_TYPE_RULES), tcode.astype(np.int64), rule_rows),
+        }
+        # the record's raw bytes (its line and -l dump lines, at most 256), for a record the
+        # transaction rules may quarantine: carried in seg_data until then (resolve.py)
+        fields["seg_data"] = self.raw(fi, ~system)
+        begin = r == CH.R_BEGIN
+        bi = np.flatnonzero(begin)
+        if len(bi):
+            users = recs.rest_of_line(L.N_HEADER + 3, fi[bi])
+            fields["user"] = _scatter(users, bi, len(fi))
+        ci = np.flatnonzero(r == CH.R_COMMIT)
+        ts = np.zeros(len(fi), dtype=np.int64)
+        if len(ci):
+            ts[ci] = utc_micros(recs.local_seconds(L.N_HEADER, fi[ci]), self.zone)
+        commit = r == CH.R_COMMIT
+        fields["commit_ts"] = pa.array(ts, pa.timestamp("us", tz="UTC"), mask=~commit)
+        home = r == CH.R_HOME
+        hj = np.flatnonzero(home)
+        if len(hj):
+            tb = tbl[fi]
+            tables = {t: self.catalog.table(format(t, "x")) for t in np.unique(tb[hj]).tolist()}
+            keys = np.array(sorted(tables), dtype=np.uint64)
+            code = np.minimum(np.searchsorted(keys, tb), len(keys) - 1)
+            known_keys = np.array([tables[k] is not None for k in keys.tolist()], dtype=bool)
+            known = home & known_keys[code]
+            fields["op"] = _strings(list(_OPS), np.maximum(_HOME_OP[tcode], 0), home)
+            fields["table_id"] = pc.if_else(pa.array(home), COL.hex_text(tb),
+                                            pa.scalar(None, pa.string()))
+            fields["row_id"] = pc.if_else(pa.array(home), COL.hex_text(row[fi]),
+                                          pa.scalar(None, pa.string()))
+            fields["schema_name"] = _strings([tables[k].schema if tables[k] else None
+                                              for k in keys.tolist()], code, known)
+            fields["table_name"] = _strings([tables[k].name if tables[k] else None
+                                             for k in keys.tolist()], code, known)
+            fields["flag"] = _strings([RS.UNKNOWN_TABLE_FLAG], np.zeros(len(fi), np.int64),
+                                      home & ~known)
+        careful = [self.careful_row(i) for i in np.flatnonzero(~fast).tolist()]
+
+        # bytes: every row from its line's start to the next row's line start (the first
+        # row also counts the bytes before it, the last one those after it)
+        line_of = np.concatenate((recs.lines[fi],
+                                  np.array([c["offset"] - ctx.line - 1 for c in careful],
+                                           dtype=np.int64)))
+        nbytes = np.zeros(len(line_of), dtype=np.int64)
+        if len(line_of):
+            starts = self.text.starts[line_of]
+            so = np.argsort(starts, kind="stable")
+            ss = starts[so]
+            nb = np.append(ss[1:], self.text.size) - ss
+            nb[0] += ss[0]
+            nbytes[so] = nb
+        m = len(fi)
+        if m:
+            sink.add_columns(pa.array(_KINDS).take(pa.array(kind)), recs.lines[fi] + 1 + ctx.line,
+                             fi + ctx.index, 1, n_bytes=nbytes[:m], **fields)
+        for c, nb in zip(careful, nbytes[m:].tolist()):
+            kind_, off, idx = c.pop("kind"), c.pop("offset"), c.pop("index")
+            if kind_ == "quarantine":
+                sink.quarantine(c.pop("error"), off, idx, c.pop("raw"), n_records=1, n_bytes=nb,
+                                **{k: v for k, v in c.items() if v is not None})
+            else:
+                sink.add(kind_, off, idx, 1, n_bytes=nb,
+                         **{k: v for k, v in c.items() if v is not None})
+
+
+def _line_len(t: COL.Text) -> np.ndarray:
+    """Length of every line without its newline (ends differ where a \\r was cut)."""
+    nxt = np.append(t.starts[1:], t.size)
+    return nxt - t.starts - t.complete
+
+
+def _scatter(values: pa.Array, at: np.ndarray, n: int) -> pa.Array:
+    """An n-row string array holding ``values`` at rows ``at``, null elsewhere."""
+    idx = np.full(n, -1, dtype=np.int64)
+    idx[at] = np.arange(len(at))
+    valid = idx >= 0
+    return pc.take(values.cast(pa.string()), pa.array(np.where(valid, idx, 0), mask=~valid))
+
+
+# ----------------------------------------------------------------- ranges (issue 14)
+
+_REMAINDER_LINE = r"^[ \t]*\S+[ \t]+\S+[ \t]+(?:" + "|".join(sorted(L.REMAINDER)) + r")[ \t\r\n]"
+
+
+def split(data: bytes, ctx: DecodeContext, target_bytes: int) -> list[dict]:
+    """Byte ranges of about ``target_bytes`` covering the text, each starting at a record
+    line (never inside a record's dump lines) that is not a remainder-page record (those
+    stay with the home-row change before them), for ``decode_records`` with ``ctx.offset``,
+    ``line`` and ``index`` set to the range's."""
+    from ..framing import split_ranges
+
+    text = COL.Text(data)
+    lines = text.record_lines()
+    starts = text.starts[lines]
+    allowed = np.ones(len(lines), dtype=bool)
+    if len(lines):
+        allowed[0] = False           # the first range starts at 0 and holds the first record
+        rem = pc.match_substring_regex(pc.take(text.array, pa.array(lines)), _REMAINDER_LINE)
+        allowed &= ~np.asarray(rem.to_numpy(zero_copy_only=False), dtype=bool)
+    out = []
+    for start, end, index in split_ranges(starts, len(data), target_bytes, allowed):
+        line = int(np.searchsorted(text.starts, start)) if start else 0
+        out.append({"start": int(start), "end": int(end), "index": int(index), "line": line})
+    return out

@@ -1,0 +1,561 @@
+"""Records to transactions (SPEC section 3, informix), after decoding: the ordering job's step.
+
+The decoder in *records* mode (``decoder.decode_records``) reads every record on its own,
+whatever file or byte range it is in: one row per record line with its facts (``xid``,
+``position`` = uniqid + addr, ``link``, ``record_type``, the values of its columns) and the
+kind it would have inside a transaction. This module assigns records to transactions, with
+the rules the per-record decoder applied file by file (``decoder._Decoder``), over a stream
+of one source's records sorted by (xid, file uniqid, record_index):
+
+* a record belongs to the transaction of the latest BEGIN of its xid before it (xids are
+  reused), unless a COMMIT or ROLLBACK of that transaction came between;
+* its link must be the address of the record before it in that transaction, in this night's
+  files or held from an earlier night; a broken chain is quarantined and the chain goes on
+  from the quarantined record;
+* remainder records fold into the home-row change before them (``n_records`` + 1; into a
+  change of another archive: a ``remainder_of_earlier_file`` control row), HUPBEF + HUPAFT
+  of one row are one update, CLRs compensate the latest uncompensated record, a row change
+  or truncate of a table the catalog does not know is quarantined (``unknown_table``).
+
+What a transaction still open at the end of the night needs on the next night (the
+transaction id, the BEGIN's user, the last address, the CLR stack, the fold) is one row of
+no records (``control``, rule ``open_transaction_state``, the state as JSON in ``message``)
+with the transaction's ``trx_id``: the generic held-state step keeps it with the
+transaction's other rows, and the next night's stream starts from it (the decoder carry
+is gone). A folded record's row is dropped and its bytes go to the row before it in its
+archive (``merge_folded``), so the rows and their bytes are the per-record decoder's.
+
+``resolve_rows`` runs the whole step on Python rows (tests, tools); ``resolve_transactions``
+is the same on a Spark DataFrame (``repartition`` by source and xid, sort within
+partitions, ``mapInArrow`` over the sorted stream: a task holds one open transaction at a
+time, whatever the size of the night).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Iterable, Iterator
+
+from ..errors import BrokenChain, Corrupt, DecodeError, UnknownTable
+from ..events import RAW_HEX_LIMIT
+from . import layout as L
+
+STATE_RULE = "open_transaction_state"
+FOLDED = "folded"                     # kind of a folded record's row until merge_folded
+UNKNOWN_TABLE_FLAG = "unknown_table"  # flag of a change whose table the catalog lacks
+RE_UNIQID = re.compile(r"_([0-9]+)\.txt$")
+# columns a resolved row does not keep (facts for this step only; ``seg_data`` holds a
+# record's raw bytes until then, for a record the rules quarantine)
+FACT_COLUMNS = ("xid", "link", "record_type")
+
+
+def uniqid_of_archive(name: str | None) -> int:
+    m = RE_UNIQID.search(name or "")
+    return int(m.group(1)) if m else -1
+
+
+def addr_of(position: str | None) -> int | None:
+    return None if position is None else int(position[8:], 16)
+
+
+def order_key(row: dict) -> tuple:
+    """Where a row stands in its xid's stream: file, record, and a state row after the
+    record it was left at."""
+    state = row["kind"] == "control" and row.get("rule") == STATE_RULE
+    return (uniqid_of_archive(row["archive_file"]), row["record_index"], 1 if state else 0)
+
+
+class _Fold:
+    __slots__ = ("row", "owner", "awaiting", "tbl", "rowid")
+
+    def __init__(self, row, owner, awaiting, tbl, rowid):
+        self.row, self.owner, self.awaiting, self.tbl, self.rowid = row, owner, awaiting, tbl, rowid
+
+    def to_json(self) -> dict:
+        return {"owner": self.owner, "after": self.awaiting,
+                "tbl": None if self.tbl is None else int(self.tbl, 16),
+                "row": None if self.rowid is None else int(self.rowid, 16)}
+
+
+class _Trx:
+    __slots__ = ("trx_id", "user", "last", "undo", "fold", "at", "changed", "state_row")
+
+    def __init__(self, trx_id, user, last):
+        self.trx_id, self.user, self.last = trx_id, user, last
+        self.undo: list[str] = []
+        self.fold: _Fold | None = None
+        self.at: dict | None = None          # the row the transaction was last seen at
+        self.changed = True
+        self.state_row: dict | None = None
+
+    @classmethod
+    def from_state(cls, row: dict) -> "_Trx":
+        d = json.loads(row["message"])
+        last = d.get("last")
+        if not isinstance(d["trx"], str) or not (last is None or type(last) is int) \
+                or not all(isinstance(u, str) for u in d.get("undo") or []):
+            raise ValueError("unexpected field types")
+        t = cls(d["trx"], d.get("user"), last)
+        t.undo = list(d.get("undo") or [])
+        f = d.get("fold")
+        if f:
+            t.fold = _Fold(None, f["owner"], bool(f["after"]),
+                           None if f.get("tbl") is None else format(f["tbl"], "x"),
+                           None if f.get("row") is None else format(f["row"], "x"))
+        t.at, t.changed, t.state_row = row, False, row
+        return t
+
+    def to_json(self) -> dict:
+        return {"trx": self.trx_id, "user": self.user, "last": self.last, "undo": self.undo,
+                "fold": self.fold.to_json() if self.fold else None}
+
+
+def _base(row: dict, kind: str, n_records: int | None = None) -> dict:
+    """A resolved row: the record's place and accounting, its kind, nothing else yet."""
+    out = {k: None for k in row}
+    for k in ("source", "format", "archive_file", "record_offset", "record_index", "n_records",
+              "n_bytes", "from_state"):
+        if k in row:
+            out[k] = row[k]
+    out["kind"] = kind
+    if n_records is not None:
+        out["n_records"] = n_records
+    return out
+
+
+def _error(row: dict, err: DecodeError) -> DecodeError:
+    """The error as the per-record decoder words it: archive, record, line, column."""
+    err.path = f"line {row['record_offset']}" + (f", {err.path}" if err.path else "")
+    return err.located(archive=row["archive_file"], record_index=row["record_index"])
+
+
+class _Machine:
+    """The transaction rules over one source's records of one xid at a time."""
+
+    def __init__(self) -> None:
+        self.cur: _Trx | None = None
+        self.buffer: list[dict] = []        # rows of the open transaction (folds may add)
+        self.out: list[dict] = []
+
+    # -- output
+    def emit(self, row: dict) -> None:
+        (self.buffer if self.cur is not None else self.out).append(row)
+
+    def flush(self) -> None:
+        self.out.extend(self.buffer)
+        self.buffer = []
+
+    def close(self) -> None:
+        self.flush()
+        self.cur = None
+
+    def open(self, trx: _Trx) -> None:
+        self.flush()
+        self.cur = trx
+
+    def end_of_xid(self, xid) -> None:
+        t = self.cur
+        if t is not None:
+            if t.changed or t.state_row is None:
+                row = _base(t.at, "control", 0)
+                row.update(n_bytes=0, rule=STATE_RULE, trx_id=t.trx_id, from_state=False,
+                           message=json.dumps(t.to_json()), xid=xid)
+                self.buffer.append(row)
+            else:
+                self.buffer.append(t.state_row)
+        self.close()
+
+    # -- one row of the stream
+    def row(self, row: dict) -> None:
+        if row.get("from_state"):
+            if row["kind"] == "control" and row.get("rule") == STATE_RULE:
+                # the state of this xid's transaction left by an earlier night; a newer one
+                # (a later BEGIN of the xid) supersedes an older one, which is dropped
+                if self.cur is not None:
+                    self.flush()
+                try:
+                    self.cur = _Trx.from_state(row)
+                except (ValueError, KeyError, TypeError, AttributeError) as exc:
+                    # a damaged state row never stops the night: it is reported (no records)
+                    self.cur = None
+                    q = _base(row, "quarantine", 0)
+                    q.update(n_bytes=0, from_state=False, error_class="corrupt", message=str(
+                        Corrupt(f"held state of an open transaction is damaged: {exc}",
+                                archive=row["archive_file"], path="message",
+                                expected="the state this step writes",
+                                actual=str(row.get("message"))[:60])))
+                    self.out.append(q)
+                return
+            self.out.append(row)             # held rows are already resolved
+            return
+        rtype = row.get("record_type")
+        if rtype in L.SYSTEM:
+            self.out.append(row)              # never part of a transaction
+            return
+        if row["kind"] == "quarantine":
+            self.malformed(row, rtype)
+        else:
+            self.record(row, rtype)
+
+    def touch(self, row: dict) -> None:
+        if self.cur is not None:
+            self.cur.at = row
+            self.cur.changed = True
+
+    # -- the per-record decoder's rules (decoder._Decoder), on rows
+    def malformed(self, row: dict, rtype: str | None) -> None:
+        pos = row.get("position")
+        addr = addr_of(pos)
+        if rtype == L.BEGIN and addr is not None:
+            # the BEGIN's columns are bad (or it links somewhere): it opens its transaction
+            trx = _Trx(f"{uniqid_of_archive(row['archive_file'])}:{addr:x}", row.get("user"), addr)
+            self.open(trx)
+            self.touch(row)
+            self.emit({**row, "trx_id": trx.trx_id, "user": None})
+            return
+        if self.cur is None:
+            self.out.append({**row, "user": None})
+            return
+        self.bad_in_trx({**row, "user": None}, rtype, pos, addr)
+
+    def bad_in_trx(self, qrow: dict, rtype: str | None, pos: str | None, addr: int | None) -> None:
+        t = self.cur
+        qrow["trx_id"] = t.trx_id
+        self.touch(qrow)
+        self.emit(qrow)
+        t.last = addr
+        if rtype in (L.COMMIT, L.ROLLBACK):
+            self.close()
+            return
+        if rtype == L.CLR:
+            return
+        owner = pos
+        if rtype in L.REMAINDER or (rtype == L.UPDATE_AFTER and t.fold and t.fold.awaiting):
+            if t.fold is not None:
+                owner = t.fold.owner
+        elif rtype in L.HOME_OPS and pos is not None:
+            t.fold = _Fold(qrow, pos, False, None, None)
+        elif rtype in L.DDL_OPS:
+            t.fold = None
+        if owner is not None:
+            t.undo.append(owner)
+
+    def quarantine(self, row: dict, err: DecodeError, **fields) -> dict:
+        q = _base(row, "quarantine")
+        raw = row.get("seg_data")
+        q.update(error_class=err.error_class, message=str(_error(row, err)),
+                 raw_hex=None if raw is None else bytes(raw[:RAW_HEX_LIMIT]).hex(), **fields)
+        return q
+
+    def record(self, row: dict, rtype: str) -> None:
+        pos = row["position"]
+        addr = addr_of(pos)
+        if rtype == L.BEGIN:
+            trx = _Trx(f"{uniqid_of_archive(row['archive_file'])}:{addr:x}", row.get("user"), addr)
+            self.open(trx)
+            self.touch(row)
+            out = _base(row, "begin")
+            out.update(trx_id=trx.trx_id, position=pos, user=trx.user)
+            self.emit(out)
+            return
+        t = self.cur
+        if t is None:
+            out = _base(row, "control")
+            out.update(rule="outside_transaction", position=pos)
+            self.out.append(out)
+            return
+        if t.last is not None and row["link"] != t.last:
+            err = BrokenChain("link does not point to the previous record of the transaction",
+                              path="link", expected=f"{t.last:x}", actual=f"{row['link']:x}")
+            self.bad_in_trx(self.quarantine(row, err, trx_id=t.trx_id, position=pos), rtype, pos,
+                            addr)
+            return
+        t.last = addr
+        self.touch(row)
+        try:
+            _HANDLERS.get(rtype, _Machine.other)(self, row, rtype, pos, t)
+        except DecodeError as err:
+            self.bad_in_trx(self.quarantine(row, err, trx_id=t.trx_id, position=pos), rtype, pos,
+                            addr)
+
+    def commit(self, row, rtype, pos, t: _Trx) -> None:
+        out = _base(row, "commit")
+        out.update(trx_id=t.trx_id, position=pos, trx_end="commit", commit_position=pos,
+                   commit_ts=row.get("commit_ts"), user=t.user)
+        self.emit(out)
+        self.close()
+
+    def rollback(self, row, rtype, pos, t: _Trx) -> None:
+        out = _base(row, "abort")
+        out.update(trx_id=t.trx_id, position=pos, trx_end="abort")
+        self.emit(out)
+        self.close()
+
+    def clr(self, row, rtype, pos, t: _Trx) -> None:
+        t.fold = None
+        if not t.undo:
+            out = _base(row, "control")
+            out.update(rule="clr_without_work", trx_id=t.trx_id, position=pos)
+        else:
+            out = _base(row, "undo")
+            out.update(trx_id=t.trx_id, position=pos, undo_of=t.undo.pop())
+        self.emit(out)
+
+    def home(self, row, rtype, pos, t: _Trx) -> None:
+        tbl, rowid = row["table_id"], row["row_id"]
+        fold = t.fold
+        if (rtype == L.UPDATE_AFTER and fold is not None and fold.awaiting
+                and fold.tbl == tbl and fold.rowid == rowid):
+            fold.awaiting = False
+            self.fold_into(row, pos, t, fold)
+            return
+        if row.get("flag") == UNKNOWN_TABLE_FLAG:
+            r = self.quarantine(row, UnknownTable("tblspace not in the catalog", path=L.TBLSPACE,
+                                                  expected="a catalog table id", actual=tbl),
+                                trx_id=t.trx_id, position=pos)
+        else:
+            r = _base(row, "change")
+            r.update(trx_id=t.trx_id, position=pos, trx_order=pos, op=row["op"], table_id=tbl,
+                     schema_name=row["schema_name"], table_name=row["table_name"], row_id=rowid)
+        self.emit(r)
+        t.fold = _Fold(r, pos, rtype == L.UPDATE_BEFORE, tbl, rowid)
+        t.undo.append(pos)
+
+    def remainder(self, row, rtype, pos, t: _Trx) -> None:
+        if t.fold is None:
+            raise Corrupt("remainder-page record without a home-row change before it",
+                          path="type", expected="a home-row change of the transaction",
+                          actual=rtype)
+        self.fold_into(row, pos, t, t.fold)
+
+    def fold_into(self, row, pos, t: _Trx, fold: _Fold) -> None:
+        owner = fold.row
+        if owner is not None and owner["archive_file"] == row["archive_file"] \
+                and not owner.get("from_state"):
+            owner["n_records"] += row["n_records"]
+            folded = _base(row, FOLDED, 0)            # its bytes go to the row before it
+            self.emit(folded)
+        else:  # the change was decoded from an earlier file
+            out = _base(row, "control")
+            out.update(rule="remainder_of_earlier_file", trx_id=t.trx_id, position=pos)
+            self.emit(out)
+        t.undo.append(fold.owner)
+
+    def table_level(self, row, rtype, pos, t: _Trx) -> None:
+        t.fold = None
+        t.undo.append(pos)
+        if row.get("flag") == UNKNOWN_TABLE_FLAG:
+            self.emit(self.quarantine(
+                row, UnknownTable("tblspace not in the catalog", path=L.TBLSPACE,
+                                  expected="a catalog table id", actual=row["table_id"]),
+                trx_id=t.trx_id, position=pos))
+            return
+        out = _base(row, "change")
+        out.update(trx_id=t.trx_id, position=pos, trx_order=pos, op=row["op"],
+                   table_id=row["table_id"], schema_name=row["schema_name"],
+                   table_name=row["table_name"], ddl=row["ddl"])
+        self.emit(out)
+
+    def other(self, row, rtype, pos, t: _Trx) -> None:
+        t.undo.append(pos)
+        out = _base(row, "control")
+        out.update(rule=rtype.lower(), trx_id=t.trx_id, position=pos)
+        self.emit(out)
+
+
+_HANDLERS = {L.COMMIT: _Machine.commit, L.ROLLBACK: _Machine.rollback, L.CLR: _Machine.clr,
+             **{t: _Machine.home for t in L.HOME_OPS},
+             **{t: _Machine.remainder for t in L.REMAINDER},
+             **{t: _Machine.table_level for t in L.DDL_OPS}}
+
+
+def stream_key(row: dict) -> tuple:
+    return (row["source"], row["xid"])
+
+
+def resolve_stream(rows: Iterable[dict]) -> Iterator[dict]:
+    """Rows sorted by (source, xid, ``order_key``), every one with an xid -> resolved rows
+    (folded records as ``FOLDED`` rows of no records, for ``merge_folded``). Holds one
+    transaction's rows at a time."""
+    machine = _Machine()
+    key = None
+    for row in rows:
+        k = stream_key(row)
+        if k != key:
+            if key is not None:
+                machine.end_of_xid(key[1])
+            key = k
+        machine.row(row)
+        if machine.out:
+            yield from machine.out
+            machine.out = []
+    if key is not None:
+        machine.end_of_xid(key[1])
+    yield from machine.out
+
+
+def needs_resolving(row: dict) -> bool:
+    return row.get("xid") is not None
+
+
+def merge_folded(rows: list[dict]) -> list[dict]:
+    """Drop the ``FOLDED`` rows; each one's bytes go to the row before it in its archive."""
+    out: list[dict] = []
+    by_archive: dict[tuple, list[dict]] = {}
+    for r in rows:
+        by_archive.setdefault((r["source"], r["archive_file"]), []).append(dict(r))
+    for key, rs in by_archive.items():
+        rs.sort(key=lambda r: (r["record_index"], r["kind"] == "control" and r.get("rule") == STATE_RULE))
+        prev = None
+        for r in rs:
+            if r["kind"] == FOLDED:
+                if prev is None:
+                    raise ValueError(f"folded record #{r['record_index']} of {key[1]} "
+                                     "without a row before it")
+                prev["n_bytes"] = (prev["n_bytes"] or 0) + (r["n_bytes"] or 0)
+                continue
+            if r["n_records"]:
+                prev = r
+            out.append(r)
+    return out
+
+
+def clear_facts(row: dict) -> dict:
+    row = dict(row)
+    for k in FACT_COLUMNS:
+        if k in row and not (row["kind"] == "control" and row.get("rule") == STATE_RULE
+                             and k == "xid"):
+            row[k] = None
+    if row.get("flag") == UNKNOWN_TABLE_FLAG:
+        row["flag"] = None
+    row["seg_data"] = None
+    return row
+
+
+def resolve_rows(rows: list[dict]) -> list[dict]:
+    """The whole step on Python rows (one or more sources): resolved rows in (source,
+    archive, record) order, as the ordering job writes them."""
+    rows = [dict(r) for r in rows]          # the input is left as it is
+    todo = sorted((r for r in rows if needs_resolving(r)),
+                  key=lambda r: (r["source"], r["xid"], order_key(r)))
+    done = [r for r in rows if not needs_resolving(r)] + list(resolve_stream(todo))
+    out = [clear_facts(r) for r in merge_folded(done)]
+    out.sort(key=lambda r: (r["source"], uniqid_of_archive(r["archive_file"]), r["archive_file"],
+                            r["record_index"], order_key(r)[2]))
+    return out
+
+
+# ----------------------------------------------------------------- on Spark
+
+def _state_flag(F):
+    return ((F.col("kind") == "control") & (F.col("rule") == STATE_RULE)).cast("int")
+
+
+def _uniqid_col(F):
+    return F.coalesce(F.regexp_extract("archive_file", r"_([0-9]+)\.txt$", 1).cast("long"),
+                      F.lit(-1).cast("long"))
+
+
+def _resolve_partition(batches):
+    """mapInArrow: a partition's rows sorted by (source, xid, file, record) -> resolved rows."""
+    import pyarrow as pa
+
+    schema = None
+
+    def rows():
+        nonlocal schema
+        for batch in batches:
+            schema = batch.schema
+            yield from batch.to_pylist()
+
+    out: list[dict] = []
+    for r in resolve_stream(rows()):
+        out.append(r)
+        if len(out) >= 8192:
+            yield pa.RecordBatch.from_pylist(out, schema=schema)
+            out = []
+    if out:
+        yield pa.RecordBatch.from_pylist(out, schema=schema)
+
+
+def merge_folded_df(df):
+    """``merge_folded`` on a DataFrame, with windows only (the input is read once): over
+    each archive in record order, a running count of kept rows numbers the groups (a kept
+    row and the folded rows after it); each kept row adds its group's folded bytes."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    w = Window.partitionBy("source", "archive_file").orderBy("record_index", "_state") \
+        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    kept = (F.col("kind") != FOLDED) & (F.col("n_records") > 0)
+    folded = F.col("kind") == FOLDED
+    group = Window.partitionBy("source", "archive_file", "_grp")
+    marked = df.withColumn("_state", F.coalesce(_state_flag(F), F.lit(0))) \
+        .withColumn("_grp", F.sum(F.when(kept, 1).otherwise(0)).over(w)) \
+        .withColumn("_extra", F.sum(F.when(folded, F.col("n_bytes")).otherwise(0)).over(group))
+    return marked.filter(~folded) \
+        .withColumn("n_bytes", F.when(kept, F.col("n_bytes") + F.col("_extra"))
+                    .otherwise(F.col("n_bytes"))) \
+        .drop("_state", "_grp", "_extra")
+
+
+def resolve_transactions(events):
+    """The ordering job's hook (contract 3): informix rows (the night's and those held from
+    earlier nights, with ``from_state``) -> the same columns, every record in its
+    transaction. Records are repartitioned by (source, xid) and each partition is read in
+    (xid, file, record) order by one Python function (``resolve_stream``)."""
+    from pyspark.sql import functions as F
+
+    columns = events.columns
+    todo = events.filter(F.col("xid").isNotNull())
+    rest = events.filter(F.col("xid").isNull())
+    ordered = todo.withColumn("_u", _uniqid_col(F)).withColumn("_s", _state_flag(F)) \
+        .repartition("source", "xid") \
+        .sortWithinPartitions("source", "xid", "_u", "record_index", "_s") \
+        .select(*columns)
+    resolved = ordered.mapInArrow(_resolve_partition, events.schema)
+    merged = merge_folded_df(rest.unionByName(resolved))
+    state = (F.col("kind") == "control") & (F.col("rule") == STATE_RULE)
+    return merged \
+        .withColumn("xid", F.when(state, F.col("xid"))) \
+        .withColumn("link", F.lit(None).cast("long")) \
+        .withColumn("record_type", F.lit(None).cast("string")) \
+        .withColumn("seg_data", F.lit(None).cast("binary")) \
+        .withColumn("flag", F.when(F.col("flag") != UNKNOWN_TABLE_FLAG, F.col("flag"))) \
+        .select(*columns)
+
+
+# ----------------------------------------------------------------- one file at a time
+
+def held_after(rows: list[dict]) -> list[dict]:
+    """What the generic held-state step keeps of resolved rows: every row of a transaction
+    with no end, quarantine rows excepted (``from_state`` set for the next night)."""
+    ended = {r["trx_id"] for r in rows if r.get("trx_end")}
+    return [{**r, "from_state": True} for r in rows
+            if r.get("trx_id") and r["trx_id"] not in ended
+            and r["kind"] not in ("quarantine", "carry")]
+
+
+def decode_file(data: bytes, ctx, source: str, held: list[dict] | None = None,
+                decode_records=None) -> tuple[list[dict], list[dict]]:
+    """Records mode and this step on one file, the way a night of the pipeline does it:
+    (this file's resolved rows, the rows held after it). For tests and tools."""
+    from ..events import EventSink, accounts_bytes
+
+    if decode_records is None:
+        from .decoder import decode_records
+    sink = EventSink(source, "informix", ctx.archive)
+    accounts_bytes(decode_records, lines=True)(data, ctx, sink)
+    rows = [{**r, "from_state": False} for r in sink.rows()]
+    out = resolve_rows(list(held or []) + rows)
+    mine = [{k: v for k, v in r.items() if k != "from_state"} for r in out
+            if not r.get("from_state") and r.get("rule") != STATE_RULE]
+    return mine, held_after(out)
+
+
+def open_transactions(held: list[dict]) -> dict:
+    """The open transactions the held state rows describe, as the decoder carry said them:
+    ``{xid: {"trx", "user", "last", "undo", "fold"}}``."""
+    states = [r for r in held if r["kind"] == "control" and r.get("rule") == STATE_RULE]
+    return {str(r["xid"]): json.loads(r["message"]) for r in sorted(states, key=lambda r: r["xid"])}
