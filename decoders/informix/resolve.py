@@ -244,6 +244,8 @@ class _Machine:
     def quarantine(self, row: dict, err: DecodeError, **fields) -> dict:
         q = _base(row, "quarantine")
         raw = row.get("seg_data")
+        if "table_id" not in fields and getattr(err, "table_id", None) is not None:
+            fields["table_id"] = err.table_id       # the report names the unknown table
         q.update(error_class=err.error_class, message=str(_error(row, err)),
                  raw_hex=None if raw is None else bytes(raw[:RAW_HEX_LIMIT]).hex(), **fields)
         return q
