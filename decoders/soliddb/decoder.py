@@ -412,30 +412,53 @@ def parse_row(raw: bytes, offset: int, complete: bool, fields: list | None = Non
 
 
 def split(data, ctx: DecodeContext, target: int) -> list[dict]:
-    """Byte ranges cut at row starts where no transaction of the rows before continues (a
-    before image or DDL waits for the next record of its transaction)."""
+    """Byte ranges cut at row starts that no pairing crosses: a before image or DDL row waits
+    for the next row of its transaction, so no cut falls between the two. Rows the fast
+    parse does not take are parsed carefully here; a row that does not parse at all pairs
+    with nothing (it is quarantined either way)."""
     rows, header = frame_rows(data)
-    if len(rows.starts) < 2:
+    n = len(rows.starts)
+    if n < 2:
         return [{"start": 0, "end": len(data), "index": 0}]
     first = 0 if header is None else 1
-    trx = np.full(len(rows.starts), -1, dtype=np.int64)
-    cols = _fast_columns(data, rows, np.flatnonzero(rows.simple))
+    trx = np.full(n, -1, dtype=np.int64)
+    recid = np.full(n, -1, dtype=np.int64)
+    fast = np.flatnonzero(rows.simple)
+    cols = _fast_columns(data, rows, fast)
+    taken = np.zeros(n, dtype=bool)
     if cols is not None:
-        idx, recid, trxid = cols["rows"], cols["RECID"], cols["TRXID"]
-        trx[idx] = np.where(trxid.is_null().to_numpy(zero_copy_only=False), -1,
-                            trxid.fill_null(-1).to_numpy(zero_copy_only=False))
-    # a cut before row i is allowed when every transaction seen before i has ended before i
-    # (no later row of it) and no row before i failed the fast parse (unknown transaction)
-    order = np.arange(len(trx))
-    known = trx >= 0
-    uniq, inverse = np.unique(trx, return_inverse=True)
-    last_of = np.zeros(len(uniq), dtype=np.int64)
-    np.maximum.at(last_of, inverse, order)
-    reach = np.maximum.accumulate(np.where(known, last_of[inverse], order))
-    allowed = np.zeros(len(trx), dtype=bool)
-    allowed[first + 1:] = reach[first:-1] < order[first + 1:]
-    allowed &= known
-    index = np.arange(len(trx), dtype=np.int64) - first   # record_index: rows after the header
+        idx = cols["rows"]
+        ok = cols["TRXID_ok"] & cols["RECID_ok"]
+        trx[idx] = np.where(ok, cols["TRXID"].fill_null(-1).to_numpy(zero_copy_only=False), -1)
+        recid[idx] = np.where(ok, cols["RECID"].fill_null(-1).to_numpy(zero_copy_only=False), -1)
+        taken[idx] = True
+    base = rows.base
+    for r in np.flatnonzero(~taken)[:]:
+        if r < first or r in rows.errors:
+            continue
+        raw = bytes(data[int(rows.starts[r]) - base:int(rows.ends[r]) - base])
+        fields = parse_row(raw, int(rows.starts[r]), raw.endswith(b"\n"), rows.fields.get(r))
+        if isinstance(fields, DecodeError):
+            continue
+        try:
+            rid, tid = _int_field(fields[0], "RECID"), _int_field(fields[2], "TRXID")
+        except DecodeError:
+            continue
+        if rid is not None and tid is not None:
+            recid[r], trx[r] = rid, tid
+    # the next row of the same transaction, for every row that waits for it
+    order = np.lexsort((np.arange(n), trx))
+    nxt = np.full(n, -1, dtype=np.int64)
+    same = trx[order[1:]] == trx[order[:-1]]
+    nxt[order[:-1][same]] = order[1:][same]
+    waits = (trx >= 0) & np.isin(recid, (L.UPDATE_BEFOREIMAGE, L.DDL)) & (nxt >= 0)
+    blocked = np.zeros(n + 1, dtype=np.int64)
+    w = np.flatnonzero(waits)
+    np.add.at(blocked, w + 1, 1)
+    np.add.at(blocked, nxt[w] + 1, -1)
+    allowed = np.cumsum(blocked[:n]) == 0          # a cut before row c: no pairing spans it
+    allowed[:first + 1] = False
+    index = np.arange(n, dtype=np.int64) - first   # record_index: rows after the header
     ranges = split_ranges(rows.starts, len(data), target, allowed, index)
     out = []
     for a, b, i in ranges:
