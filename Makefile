@@ -66,3 +66,11 @@ BENCH_ARGS ?=
 .PHONY: bench
 bench: $(STAMP)
 	$(BIN)/python -m bench --n $(N) $(BENCH_ARGS)
+
+# Seeded mutation fuzzing of every format's decoder (issue 15; docs/ROBUSTNESS.md): crashes,
+# hangs, check violations, and the share of single-field damages that lose half an archive.
+# CI runs a bounded version (tests/test_fuzz.py, 150 cases per target).
+FUZZ_CASES ?= 5000
+.PHONY: fuzz
+fuzz: $(STAMP)
+	$(BIN)/python -m tests.fuzz --cases $(FUZZ_CASES)
