@@ -36,13 +36,25 @@ def _safe(text: str | None) -> str:
 
 
 def _data_root(work: Path, info: dict, tag: str) -> Path:
-    """A fresh data root whose landing zone is the cached night's (a symlink)."""
+    """A fresh data root whose landing zone holds the cached night's archives (hard links,
+    or copies across file systems: the stage refuses links that lead outside the data root)."""
     root = work / _safe(f"{info['format']}-{tag}")
     if root.exists():
         shutil.rmtree(root)
     root.mkdir(parents=True)
-    (root / "landing").symlink_to(Path(info["root"]) / "landing", target_is_directory=True)
+    _link_files(Path(info["root"]) / "landing", root / "landing")
     return root
+
+
+def _link_files(src: Path, dest: Path) -> None:
+    for f in sorted(src.rglob("*")):
+        if f.is_file():
+            target = dest / f.relative_to(src)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.link(f, target)
+            except OSError:
+                shutil.copyfile(f, target)
 
 
 def _spark(master: str):

@@ -28,6 +28,8 @@ def test_bench_cli_tiny_night(tmp_path):
             assert (fmt, stage) in stages, (fmt, stage)
     for r in report["rows"]:
         assert r["seconds"] > 0 and r["bytes"] > 0 and r["records"] > 0, r
+        if r["stage"] in ("decode", "udf"):      # the job itself decoded the night's archives
+            assert r["rows"] > 0, r
         assert r["memory_mb"]["tree"] > 0, r
     # with one master the targets (which compare local[2] runs) are not judged, but every
     # format has its ratios against both baselines

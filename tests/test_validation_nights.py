@@ -114,7 +114,8 @@ def test_night_over_quarantine_threshold_fails(spark, base, tmp_path_factory):
     root = night["root"]
     assert night["broken"] > 0
     assert_failed_night(root, night["before"], night["rc"], night["out"],
-                        {"quarantine:under_threshold"}, "quarantined / records read")
+                        {"quarantine:under_threshold"}, "quarantined / records read",
+                        also={"quarantine:bytes_under_threshold"})
     page = (root / "reports" / W.DATE2 / f"{W.SOURCE}.html").read_text()
     assert "corrupt" in page and "wrong number of fields" in page     # the reasons
     assert "threshold 10.00%" in page
