@@ -85,6 +85,8 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         return mirror_command(args)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # py4j logs every closed gateway connection (one per thread of the concurrent writes)
+    logging.getLogger("py4j").setLevel(logging.WARNING)
     from .config import load_config
 
     try:
