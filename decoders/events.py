@@ -238,8 +238,13 @@ class EventSink:
         ``record_offset`` is a 1-based line number) the byte offset of each line's start."""
         table = self._finish()
         nb = table.column("n_bytes")
+        # where the decoded bytes start, as a record_offset (a 1-based line for text formats)
+        first = line + 1 if line_starts is not None else offset
         if table.num_rows == 0 or nb.null_count == 0:
             self._done = table.to_batches(self.batch_rows)
+            if table.num_rows == 0 and size > 0:
+                # bytes but no row at all (e.g. a truncated header line): a control row holds them
+                self.add("control", first, 0, 0, rule="no_records", n_bytes=size)
             return
         offs = table.column("record_offset").to_numpy(zero_copy_only=False).astype(np.int64)
         offs = offs - (line if line_starts is not None else offset)
@@ -274,7 +279,7 @@ class EventSink:
         self._done = table.to_batches(self.batch_rows)
         if not len(starts) and size > 0 and not known.any():
             # bytes but no record (e.g. only a CSV header): one control row holds them
-            self.add("control", 0, 0, 0, rule="no_records", n_bytes=size)
+            self.add("control", first, 0, 0, rule="no_records", n_bytes=size)
 
     def batches(self) -> list[pa.RecordBatch]:
         """All events so far as Arrow batches, in archive order (the sink is left empty)."""
