@@ -140,8 +140,9 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def _pipeline(spark, info: dict, work: Path, master: str) -> dict:
-    """``dblog run`` (``pipeline.run_night``) with each stage function timed in place."""
+def _timed_run(names: dict, date: str, config: str, root: Path, master: str, spark):
+    """``pipeline.run_night`` with the functions ``names`` (pipeline attribute -> phase)
+    timed in place: (the run's result, phase -> [start, end], ``run`` for the whole)."""
     from dblog import pipeline
 
     phases: dict = {}
@@ -155,21 +156,26 @@ def _pipeline(spark, info: dict, work: Path, master: str) -> dict:
                 phases[name] = [t0, time.time()]
         return wrapper
 
-    originals = {n: getattr(pipeline, n) for n in
-                 ("stage_night", "decode_night", "order_night", "validate_night", "publish_night")}
-    names = {"stage_night": "stage", "decode_night": "decode", "order_night": "order",
-             "validate_night": "validate", "publish_night": "publish"}
-    root = _data_root(work, info, f"run-{master}")
-    cfg = str(Path(info["root"]) / "sources.yaml")
+    originals = {n: getattr(pipeline, n) for n in names}
     try:
         for n, fn in originals.items():
             setattr(pipeline, n, timed(names[n], fn))
         t0 = time.time()
-        r = pipeline.run_night(info["date"], cfg, str(root), None, master, "bench", spark=spark)
+        r = pipeline.run_night(date, config, str(root), None, master, "bench", spark=spark)
         phases["run"] = [t0, time.time()]
     finally:
         for n, fn in originals.items():
             setattr(pipeline, n, fn)
+    return r, phases
+
+
+def _pipeline(spark, info: dict, work: Path, master: str) -> dict:
+    """``dblog run`` (``pipeline.run_night``) with each stage function timed in place."""
+    names = {"stage_night": "stage", "decode_night": "decode", "order_night": "order",
+             "validate_night": "validate", "publish_night": "publish"}
+    root = _data_root(work, info, f"run-{master}")
+    cfg = str(Path(info["root"]) / "sources.yaml")
+    r, phases = _timed_run(names, info["date"], cfg, root, master, spark)
     out = {"phases": phases, "published": r.published, "failures": r.failures,
            "summary": r.summary}
     try:
@@ -207,34 +213,11 @@ def _combined_root(work: Path, nights: list[dict], tag: str) -> tuple[Path, Path
 def _multirun(spark, nights: list[dict], work: Path, master: str) -> dict:
     """One ``dblog run`` of all the nights together, each stage timed in place (``order``
     also split into ``ordering`` and ``tables``)."""
-    from dblog import pipeline
-
-    phases: dict = {}
-
-    def timed(name, fn):
-        def wrapper(*a, **kw):
-            t0 = time.time()
-            try:
-                return fn(*a, **kw)
-            finally:
-                phases[name] = [t0, time.time()]
-        return wrapper
-
     names = {"stage_night": "stage", "decode_night": "decode", "order_stage": "ordering",
              "tables_stage": "tables", "order_night": "order", "validate_night": "validate",
              "publish_night": "publish"}
-    originals = {n: getattr(pipeline, n) for n in names}
     root, config = _combined_root(work, nights, "multirun")
-    try:
-        for n, fn in originals.items():
-            setattr(pipeline, n, timed(names[n], fn))
-        t0 = time.time()
-        r = pipeline.run_night(nights[0]["date"], str(config), str(root), None, master, "bench",
-                               spark=spark)
-        phases["run"] = [t0, time.time()]
-    finally:
-        for n, fn in originals.items():
-            setattr(pipeline, n, fn)
+    r, phases = _timed_run(names, nights[0]["date"], str(config), root, master, spark)
     out = {"phases": phases, "published": r.published, "failures": r.failures,
            "summary": r.summary}
     counts = _events_count(root / "staging" / "bench" / "events")
