@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from .decode import LOST_CLASSES
 from .landing import ARCHIVE, DUPLICATE, DUPLICATE_RULE, IGNORED
+from .sparkio import local_frame
 
 AUDIT_EXTRA_COLUMNS = ["entry", "bytes_read", "bytes_decoded", "bytes_quarantined", "bytes_skipped",
                        "lost", "accepted_loss", "duplicate_of", "reason"]
@@ -34,7 +35,7 @@ REASON_LIMIT = 1000
 def _archives_frame(spark, manifest: dict):
     rows = [(s["name"], s["format"], a["file"], int(a.get("size") or 0), bool(a.get("accept_loss")))
             for s in manifest["sources"] for a in s["archives"]]
-    return spark.createDataFrame(rows, "source STRING, format STRING, archive_file STRING, "
+    return local_frame(spark, rows, "source STRING, format STRING, archive_file STRING, "
                                        "size LONG, accept_loss BOOLEAN")
 
 
@@ -50,7 +51,7 @@ def landing_rows(spark, manifest: dict, columns: list[str]):
             rules = f'{{"{DUPLICATE_RULE}": 0}}' if e["status"] == DUPLICATE else "{}"
             rows.append((s["name"], s["format"], e["file"], e["status"], size, skipped,
                          e.get("duplicate_of"), (e.get("reason") or "")[:REASON_LIMIT], rules))
-    df = spark.createDataFrame(rows, "source STRING, format STRING, archive_file STRING, "
+    df = local_frame(spark, rows, "source STRING, format STRING, archive_file STRING, "
                                      "entry STRING, bytes_read LONG, bytes_skipped LONG, "
                                      "duplicate_of STRING, reason STRING, skipped_by_rule STRING")
     zero = F.lit(0).cast("long")
@@ -106,7 +107,7 @@ def quarantine_duplicate_positions(spark, ev, manifest: dict):
         .select(*key, F.lit(True).alias("_dk"))
     marked = ev.join(repeated, key, "left")
     plain = marked.filter(F.col("_dk").isNull()).drop("_dk", "_sn")
-    order = spark.createDataFrame(
+    order = local_frame(spark,
         [(s["name"], a["file"], i) for s in manifest["sources"] for i, a in enumerate(s["archives"])],
         "source STRING, archive_file STRING, archive_index INT")
     w = Window.partitionBy(*key).orderBy(

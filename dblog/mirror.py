@@ -27,7 +27,8 @@ order stage after the typed tables, in one pass over all tables and sources:
 * A table the night does not change keeps its previous mirror: its ``date=D`` folder is
   made of hard links to the previous night's files (no Spark job, no rewrite). Only the
   tables changed tonight (and, on their first night, the tables seeded from an
-  ``initial_snapshot``) are rewritten, typed with ``dblog.tables.typed_columns``.
+  ``initial_snapshot``) are rewritten, typed as ``published/tables`` in one pass over all
+  of them (``dblog.tables.write_by_table``), never one job per table.
 
 Which night is "the previous one": that of the source's previous state (the latest earlier
 night published, as for held transactions), so a rerun of a night rebuilds its mirror from
@@ -49,8 +50,8 @@ from decoders.catalog import Column, parse_catalog
 
 from .order import CHANGES, read_staged
 from .paths import DataRoot
-from .sparkio import run_concurrently, write_parquet
-from .tables import spark_type, typed_columns
+from .sparkio import local_frame, run_concurrently, write_parquet
+from .tables import spark_type
 
 log = logging.getLogger("dblog.mirror")
 
@@ -322,7 +323,7 @@ def key_meta(spark, tables: list[dict]):
         prefixes = [("" if i == 0 else ", ") + json.dumps(k) + ": " for i, k in enumerate(t["key"])]
         rows.append((t["source"], t["table_id"], t["schema_name"], t["table_name"], list(t["key"]),
                      prefixes, kinds))
-    return spark.createDataFrame(
+    return local_frame(spark,
         rows, "source STRING, table_id STRING, schema_name STRING, table_name STRING, "
               "key_cols ARRAY<STRING>, key_prefix ARRAY<STRING>, key_kind ARRAY<STRING>")
 
@@ -527,29 +528,29 @@ def mirror_stage(spark, manifest: dict, run_dir: Path) -> dict:
                         .select(F.lit(t["source"]).alias("source"),
                                 F.lit(t["table_id"]).alias("table_id"), "key", "row",
                                 "_commit_seq", "_date"))
-        prev = spark.createDataFrame([], ROWS_DDL)
+        prev = local_frame(spark, [], ROWS_DDL)
         for part in prev_parts:
             prev = prev.unionByName(part)
         prev = prev.persist(StorageLevel.MEMORY_AND_DISK)
-        night = changes.join(F.broadcast(spark.createDataFrame(
+        night = changes.join(F.broadcast(local_frame(spark,
             sorted(rewrite) or [("", "")], "source STRING, table_id STRING")), ["source", "table_id"])
         # a table seeded tonight without changes still goes through apply_night (no events)
         rows, net, missing = apply_night(spark, night, prev, meta, date)
-        rows = rows.persist(StorageLevel.MEMORY_AND_DISK)
+        specs = mirror_specs([by_id[i] for i in sorted(rewrite)], run_dir, date)
+        written: list = []
         run_concurrently([
-            write_parquet(rows, str(run_dir / ROWS_STAGED), ("source", "table_id")),
+            lambda: written.extend(write_mirrors(rows, specs).collect()),
             write_parquet(prev.select("source", "table_id", "key", "row"), str(run_dir / PREV_STAGED),
                           ("source",)),
             write_parquet(net.withColumn("date", F.lit(date)).select(*NET_COLUMNS, "source", "date"),
                           str(run_dir / NET_CHANGES), ("source", "date")),
         ])
-        counts = {(r["source"], r["table_id"]): r["n"] for r in
-                  spark.read.schema(ROWS_DDL).parquet(str(run_dir / ROWS_STAGED))
-                  .groupBy("source", "table_id").agg(F.count(F.lit(1)).alias("n")).collect()} \
-            if (run_dir / ROWS_STAGED).is_dir() else {}
+        counts: dict[tuple[str, str], int] = {}
+        for r in written:
+            ident = (r["source"], r["table_id"])
+            counts[ident] = counts.get(ident, 0) + int(r["rows"])
         missing_by = {(r["source"], r["table_id"]): r["mirror_missing_base"] for r in missing.collect()}
-        # typed mirrors of the rewritten tables that hold rows; links for the others
-        jobs, moves = [], []
+        # the generic rows beside the typed files of the rewritten tables; links for the others
         for t in live:
             ident = (t["source"], t["table_id"])
             out = run_dir / MIRROR / t["source"] / table_dir(MIRROR, t) / f"date={date}"
@@ -557,9 +558,7 @@ def mirror_stage(spark, manifest: dict, run_dir: Path) -> dict:
             if ident in rewrite:
                 n = counts.get(ident, 0)
                 if n:
-                    staged = run_dir / ROWS_STAGED / f"source={t['source']}" / f"table_id={t['table_id']}"
-                    jobs.append(write_parquet(typed_mirror(spark, str(staged), t), str(out)))
-                    moves.append((staged, out / ROWS_DIR))
+                    _link_tree(staged_rows_dir(run_dir, *ident), out / ROWS_DIR)
             else:
                 p = prevs[t["source"]]
                 if p.mode == "chain":
@@ -569,10 +568,6 @@ def mirror_stage(spark, manifest: dict, run_dir: Path) -> dict:
                         n = _parquet_rows(src_dir)
             if n or missing_by.get(ident):
                 stats[ident] = {"rows": int(n), "mirror_missing_base": int(missing_by.get(ident, 0))}
-        run_concurrently(jobs)
-        for staged, target in moves:      # the generic rows beside the typed files
-            _link_tree(staged, target)
-        rows.unpersist()
         prev.unpersist()
     # every source that built its mirror has its net_changes partition, even when empty
     for s in sorted(building):
@@ -585,21 +580,83 @@ def mirror_stage(spark, manifest: dict, run_dir: Path) -> dict:
         stat_rows.append((s, tid, t["schema_name"], t["table_name"], st["rows"], st["mirror_missing_base"]))
         summary[s]["tables"].append({"table_id": tid, "schema_name": t["schema_name"],
                                      "table_name": t["table_name"], **st})
-    spark.createDataFrame(stat_rows, STATS_DDL).coalesce(1).write.mode("overwrite") \
+    local_frame(spark, stat_rows, STATS_DDL).coalesce(1).write.mode("overwrite") \
         .parquet(str(run_dir / MIRROR_STATS))
     (run_dir / MIRROR_SUMMARY).write_text(json.dumps(summary, indent=1))
     return summary
 
 
-def typed_mirror(spark, rows_path: str, table: dict):
-    """The typed mirror of one table from its generic rows: the catalog columns typed as in
-    ``published/tables`` (``dblog.tables.typed_columns``), then ``_commit_seq``, ``_date``."""
-    from pyspark.sql import functions as F
+def _rows_schema():
+    import pyarrow as pa
 
-    cols = list(table["columns"])
-    typed = typed_columns(F, "row", cols)
-    return spark.read.schema("row STRING, _commit_seq LONG, _date STRING").parquet(rows_path) \
-        .select(*[c.alias(col.name) for c, col in zip(typed, cols)], "_commit_seq", "_date")
+    return pa.schema([("key", pa.string()), ("row", pa.string()), ("_commit_seq", pa.int64()),
+                      ("_date", pa.string())])
+
+
+def typed_schema(columns: list[tuple[str, str]]):
+    """The typed mirror's schema: the catalog columns typed as in ``published/tables``,
+    then ``_commit_seq`` and ``_date``."""
+    import pyarrow as pa
+
+    from .tables import arrow_type
+
+    return pa.schema([pa.field(n, arrow_type(st)) for n, st in columns]
+                     + [pa.field("_commit_seq", pa.int64()), pa.field("_date", pa.string())])
+
+
+# characters Spark escapes in a partition folder's value (ExternalCatalogUtils.escapePathName)
+_ESCAPED = set(chr(c) for c in range(1, 0x20)) | set('"#%\'*/:=?\\\x7f{[]^')
+
+
+def escape_path_name(value: str) -> str:
+    return "".join(f"%{ord(c):02X}" if c in _ESCAPED else c for c in value)
+
+
+def staged_rows_dir(run_dir: Path, source: str, table_id: str) -> Path:
+    """``mirror_rows/source=S/table_id=T``: the generic rows of a table rewritten tonight."""
+    return (Path(run_dir) / ROWS_STAGED / f"source={escape_path_name(source)}"
+            / f"table_id={escape_path_name(table_id)}")
+
+
+def mirror_specs(tables: list[dict], run_dir: Path, date: str) -> dict[str, dict]:
+    """``dblog.tables.write_by_table`` specs of the tables rewritten tonight: the typed mirror
+    folder and the staged generic rows folder of each."""
+    specs = {}
+    for t in tables:
+        columns = [(c.name, spark_type(c)) for c in t["columns"]]
+        out = Path(run_dir) / MIRROR / t["source"] / table_dir(MIRROR, t) / f"date={date}"
+        specs[f"{t['source']}\0{t['table_id']}"] = {
+            "columns": columns,
+            "outputs": [(out.resolve().as_uri(), typed_schema(columns)),
+                        (staged_rows_dir(run_dir, t["source"], t["table_id"]).resolve().as_uri(),
+                         _rows_schema())]}
+    return specs
+
+
+def _render_mirror(spec: dict, rows):
+    """Generic rows of one table -> [its typed rows, its generic rows] (``mirror_specs``)."""
+    import pyarrow as pa
+
+    from .tables import cast_texts, image_fields
+
+    columns = spec["columns"]
+    fields = image_fields(rows.column("row").to_pylist(), [n for n, _ in columns])
+    typed_schema_, rows_schema = spec["outputs"][0][1], spec["outputs"][1][1]
+    arrays = [cast_texts(vals, f.type) for vals, f in zip(fields, typed_schema_)]
+    meta = [rows.column("_commit_seq").cast(pa.int64()), rows.column("_date").cast(pa.string())]
+    generic = pa.Table.from_arrays([rows.column("key").cast(pa.string()),
+                                    rows.column("row").cast(pa.string()), *meta], schema=rows_schema)
+    return [pa.Table.from_arrays(arrays + meta, schema=typed_schema_), generic]
+
+
+def write_mirrors(rows, specs: dict[str, dict]):
+    """The new generic rows (``ROWS_DDL``) of the tables rewritten tonight -> their typed
+    mirror files and staged generic rows, in one pass (``dblog.tables.write_by_table``);
+    a lazy DataFrame of the files written (``dblog.tables.WRITTEN_DDL``)."""
+    from .tables import WRITTEN_DDL, write_by_table
+
+    return rows.hint("rebalance", "source", "table_id") \
+        .mapInArrow(write_by_table(_render_mirror, specs), WRITTEN_DDL)
 
 
 def _empty_parquet(folder: Path, ddl: str, drop: tuple[str, ...] = ()) -> None:
@@ -713,7 +770,7 @@ def read_mirror_staged(spark, run_dir: Path, dataset: str):
     """A staged mirror dataset with its fixed schema (empty when the night staged none)."""
     path = Path(run_dir) / dataset
     if not path.is_dir():
-        return spark.createDataFrame([], DDL[dataset])
+        return local_frame(spark, [], DDL[dataset])
     return spark.read.schema(DDL[dataset]).parquet(str(path))
 
 
@@ -768,7 +825,7 @@ def prepare_missing_base(spark, manifest: dict, run_dir: Path):
 
     stats = read_mirror_staged(spark, run_dir, MIRROR_STATS).groupBy("source") \
         .agg(F.sum("mirror_missing_base").alias("mirror_missing_base"))
-    limits = spark.createDataFrame(
+    limits = local_frame(spark,
         [(s["name"], s.get("mirror_missing_base_limit")) for s in manifest["sources"]],
         "source STRING, mirror_missing_base_limit LONG")
     total = F.coalesce(F.col("mirror_missing_base"), F.lit(0)).cast("long")

@@ -26,3 +26,20 @@ def run_concurrently(jobs: list[Callable[[], None]], workers: int = 4) -> None:
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dblog-write") as pool:
         for future in [pool.submit(job) for job in jobs]:
             future.result()
+
+
+def local_frame(spark, rows: list[tuple], schema):
+    """A small DataFrame of driver-side rows (``schema``: DDL text or a StructType), shipped
+    to the JVM as Arrow: unlike ``createDataFrame`` of a list, no Python worker runs for it
+    in the tasks that read it. For lookup tables (sources, archives, tables, offsets), never
+    for data that grows with the night."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import StructType, _parse_datatype_string
+
+    struct = schema if isinstance(schema, StructType) else _parse_datatype_string(schema)
+    arrow = to_arrow_schema(struct)
+    columns = list(zip(*rows)) if rows else [() for _ in struct.fields]
+    table = pa.Table.from_arrays([pa.array(list(c), type=f.type) for c, f in zip(columns, arrow)],
+                                 schema=arrow)
+    return spark.createDataFrame(table, schema=struct)

@@ -174,10 +174,31 @@ def typed_batch(rows: pa.Table, columns: list[tuple[str, str]], schema: pa.Schem
 
 # ----------------------------------------------------------------- the task
 
-def _write_tables(specs: dict[str, dict]):
-    """mapInArrow function: change rows -> typed Parquet files (one per table seen), yielding
-    (source, table_id, path, rows) per file written. ``specs``: "source\\0table_id" -> dir
-    and columns, for the catalog tables."""
+def _groups(keys: pa.Array) -> Iterator[tuple[str, pa.Array]]:
+    """(key, row indices) per distinct non-null key of a batch: one sort, no filter per key."""
+    import numpy as np
+
+    if isinstance(keys, pa.ChunkedArray):
+        keys = keys.combine_chunks()
+    enc = pc.dictionary_encode(keys)
+    codes = pc.fill_null(enc.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+    order = np.argsort(codes, kind="stable")
+    cuts = np.flatnonzero(np.diff(codes[order])) + 1
+    names = enc.dictionary.to_pylist()
+    for run in np.split(order, cuts):
+        code = int(codes[run[0]]) if len(run) else -1
+        if code >= 0:
+            yield names[code], pa.array(run, pa.int64())
+
+
+def write_by_table(render, specs: dict[str, dict]):
+    """mapInArrow function: rows holding ``source`` and ``table_id`` -> Parquet files, one
+    per output folder of each (source, table) seen by the task, named after its partition
+    (``part-<partition>.zstd.parquet``, written under a hidden name and moved: a retried
+    task replaces its own file). ``specs``: "source\\0table_id" -> {"outputs": [(folder URI,
+    schema), ...], ...}; rows of keys without a spec are skipped. ``render(spec, rows)``
+    returns one ``pa.Table`` per output of the spec. Yields (source, table_id, path, rows)
+    per key and task (the path of its first output)."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow.parquet as pq
@@ -187,7 +208,19 @@ def _write_tables(specs: dict[str, dict]):
         part = TaskContext.get().partitionId()
         buffers: dict[str, list[pa.Table]] = {}
         buffered = {"rows": 0}
-        writers: dict[str, tuple] = {}
+        writers: dict[str, list] = {}
+        counts: dict[str, int] = {}
+
+        def open_writers(spec: dict) -> list:
+            out = []
+            for uri, schema in spec["outputs"]:
+                filesystem, base = pafs.FileSystem.from_uri(uri)
+                filesystem.create_dir(base, recursive=True)
+                final = f"{base}/part-{part:05d}.zstd.parquet"
+                tmp = f"{base}/.part-{part:05d}.zstd.parquet.tmp"
+                out.append((pq.ParquetWriter(tmp, schema, filesystem=filesystem,
+                                             compression="zstd"), filesystem, tmp, final))
+            return out
 
         def flush(key: str) -> None:
             tables = buffers.pop(key, [])
@@ -196,27 +229,21 @@ def _write_tables(specs: dict[str, dict]):
             spec = specs[key]
             rows = pa.concat_tables(tables)
             buffered["rows"] -= rows.num_rows
-            schema = table_schema(spec["columns"])
             if key not in writers:
-                filesystem, base = pafs.FileSystem.from_uri(spec["uri"])
-                filesystem.create_dir(base, recursive=True)
-                final = f"{base}/part-{part:05d}.zstd.parquet"
-                tmp = f"{base}/.part-{part:05d}.zstd.parquet.tmp"
-                writers[key] = (pq.ParquetWriter(tmp, schema, filesystem=filesystem,
-                                                 compression="zstd"), filesystem, tmp, final, [0])
-            writer, _, _, _, count = writers[key]
-            writer.write_table(typed_batch(rows, spec["columns"], schema))
-            count[0] += rows.num_rows
+                writers[key] = open_writers(spec)
+            for (writer, *_), table in zip(writers[key], render(spec, rows)):
+                writer.write_table(table)
+            counts[key] = counts.get(key, 0) + rows.num_rows
 
         for batch in batches:
             if batch.num_rows == 0:
                 continue
             keys = pc.binary_join_element_wise(batch.column("source"), batch.column("table_id"), "\0")
             table = pa.Table.from_batches([batch])
-            for key in pc.unique(keys).to_pylist():
-                if key is None or key not in specs:
-                    continue           # no table id, or not a catalog table: no typed dataset
-                rows = table.filter(pc.equal(keys, key))
+            for key, idx in _groups(keys):
+                if key not in specs:
+                    continue           # not a table of the specs (e.g. not in the catalog)
+                rows = table.take(idx)
                 buffers.setdefault(key, []).append(rows)
                 buffered["rows"] += rows.num_rows
                 if sum(t.num_rows for t in buffers[key]) >= ROW_GROUP_ROWS:
@@ -227,14 +254,15 @@ def _write_tables(specs: dict[str, dict]):
         for key in list(buffers):
             flush(key)
         out = {"source": [], "table_id": [], "path": [], "rows": []}
-        for key, (writer, filesystem, tmp, final, count) in writers.items():
-            writer.close()
-            filesystem.move(tmp, final)          # a retried task replaces its own file
+        for key, files in writers.items():
+            for writer, filesystem, tmp, final in files:
+                writer.close()
+                filesystem.move(tmp, final)
             source, table_id = key.split("\0", 1)
             out["source"].append(source)
             out["table_id"].append(table_id)
-            out["path"].append(final)
-            out["rows"].append(count[0])
+            out["path"].append(files[0][3])
+            out["rows"].append(counts[key])
         yield pa.RecordBatch.from_pydict(out, schema=pa.schema(
             [("source", pa.string()), ("table_id", pa.string()), ("path", pa.string()),
              ("rows", pa.int64())]))
@@ -242,24 +270,29 @@ def _write_tables(specs: dict[str, dict]):
     return run
 
 
+def _render_table(spec: dict, rows: pa.Table) -> list[pa.Table]:
+    return [typed_batch(rows, spec["columns"], spec["outputs"][0][1])]
+
+
 def table_specs(manifest: dict, out_root: Path) -> dict[str, dict]:
-    """"source\\0table_id" -> {"uri": the table's date folder, "columns": [(name, spark type)]}."""
+    """"source\\0table_id" -> {"outputs": [(the table's date folder, its schema)], "columns":
+    [(name, spark type)]}."""
     date = manifest["date"]
     specs = {}
     for src in manifest["sources"]:
         catalog = parse_catalog(src["catalog"], f"<catalog of {src['name']}>")
         for table in catalog.tables:
             folder = Path(out_root) / src["name"] / table.qualified_name / f"date={date}"
+            columns = [(c.name, spark_type(c)) for c in table.columns]
             specs[f"{src['name']}\0{table.id}"] = {
-                "uri": folder.resolve().as_uri(),
-                "columns": [(c.name, spark_type(c)) for c in table.columns]}
+                "outputs": [(folder.resolve().as_uri(), table_schema(columns))], "columns": columns}
     return specs
 
 
 def write_tables(changes, specs: dict[str, dict]):
     """changes (INPUT_COLUMNS) -> the files written (WRITTEN_DDL), as a lazy DataFrame."""
     rows = changes.select(*INPUT_COLUMNS).hint("rebalance", "source", "table_id")
-    return rows.mapInArrow(_write_tables(specs), WRITTEN_DDL)
+    return rows.mapInArrow(write_by_table(_render_table, specs), WRITTEN_DDL)
 
 
 def tables_stage(spark, manifest: dict, run_dir: Path) -> int:

@@ -25,6 +25,7 @@ from .decode import EVENTS_DIR, spark_event_schema
 from .mirror import prepare_missing_base, prepare_mirror, prepare_net_changes
 from .order import AUDIT, CHANGES, QUARANTINE, TRANSACTIONS, read_staged
 from .paths import DataRoot
+from .sparkio import local_frame, run_concurrently, write_parquet
 
 EXPECTATIONS_DIR = Path(__file__).resolve().parent.parent / "expectations"
 CHECKS = "checks"
@@ -61,7 +62,7 @@ def prepare_events(spark, manifest: dict, run_dir: Path):
     from pyspark.sql import functions as F
 
     ev = spark.read.schema(spark_event_schema()).parquet(str(Path(run_dir) / EVENTS_DIR))
-    listed = spark.createDataFrame(
+    listed = local_frame(spark,
         [(s["name"], a["file"]) for s in manifest["sources"] for a in s["archives"]],
         "source STRING, archive_file STRING").withColumn("listed", F.lit(True))
 
@@ -91,10 +92,10 @@ def prepare_changes(spark, manifest: dict, run_dir: Path):
     date = _dt.date.fromisoformat(manifest["date"])
     lo = _dt.datetime.combine(date - _dt.timedelta(days=1), _dt.time(), _dt.timezone.utc)
     hi = _dt.datetime.combine(date + _dt.timedelta(days=2), _dt.time(), _dt.timezone.utc)
-    known = spark.createDataFrame(
+    known = local_frame(spark,
         [(s["name"], t["id"]) for s in manifest["sources"] for t in s["catalog"]["tables"]],
         "source STRING, table_id STRING").withColumn("in_catalog", F.lit(True))
-    base = spark.createDataFrame([(s["name"], int(s["seq_base"])) for s in manifest["sources"]],
+    base = local_frame(spark, [(s["name"], int(s["seq_base"])) for s in manifest["sources"]],
                                  "source STRING, seq_base LONG")
     w = Window.partitionBy("source").orderBy("commit_position", "trx_id", "event_seq")
     prev_seq, prev_trx = F.lag("commit_seq").over(w), F.lag("trx_id").over(w)
@@ -177,7 +178,7 @@ def prepare_quarantine(spark, manifest: dict, run_dir: Path):
         total(unknown, "n_bytes").alias("unknown_bytes"),
         F.sum(F.when(F.col("archive_file").isNotNull() & F.col("record_offset").isNotNull()
                      & F.col("error_class").isNotNull(), 1).otherwise(0)).alias("located"))
-    thr = spark.createDataFrame(
+    thr = local_frame(spark,
         [(s["name"], float(s["quarantine_threshold"]),
           float(s.get("quarantine_threshold_bytes", s["quarantine_threshold"])),
           s.get("unknown_tables") or "quarantine") for s in manifest["sources"]],
@@ -212,10 +213,11 @@ def write_checks(spark, manifest: dict, run_dir: Path, suites: tuple[str, ...] =
 
     Written as the data partitions it (never through one task: a check dataset can be as
     large as the night, e.g. one row per change); adaptive execution coalesces the small ones
-    into a file or a few."""
+    into a file or a few. The suites' datasets are independent small jobs: they are written
+    concurrently, so that they keep every core busy."""
     checks = Path(run_dir) / CHECKS
-    for name in suites:
-        PREPARE[name](spark, manifest, run_dir).write.mode("overwrite").parquet(str(checks / name))
+    run_concurrently([write_parquet(PREPARE[name](spark, manifest, run_dir), str(checks / name))
+                      for name in suites])
     return checks
 
 

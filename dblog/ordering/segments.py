@@ -114,7 +114,9 @@ def reassemble(groups, manifest: dict):
 def empty_groups(spark):
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    return spark.createDataFrame([], from_arrow_schema(GROUP_SCHEMA))
+    from ..sparkio import local_frame
+
+    return local_frame(spark, [], from_arrow_schema(GROUP_SCHEMA))
 
 
 def reassembled_changes(groups):

@@ -27,7 +27,7 @@ from decoders.events import EVENT_COLUMNS
 
 from ..accounting import complete_audit, quarantine_duplicate_positions
 from ..decode import EVENTS_DIR, spark_event_schema
-from ..sparkio import run_concurrently, write_parquet
+from ..sparkio import local_frame, run_concurrently, write_parquet
 from ..stage import CARRY_DIR, HELD_DIR, SEQ_FILE
 from . import sequence
 from .audit import audit, row_buckets
@@ -129,7 +129,7 @@ def order_stage(spark, manifest: dict, run_dir: Path) -> dict:
     counts = [(r["seq_part"], r["source"], r["n"], r["first_local"]) for r in small
               if r["seq_part"] is not None]
     n_open = sum(int(r["n_open"]) for r in small)
-    offsets = spark.createDataFrame(sequence.partition_offsets(counts, seq_base), sequence.OFFSETS_DDL)
+    offsets = local_frame(spark, sequence.partition_offsets(counts, seq_base), sequence.OFFSETS_DDL)
     trx = sequence.assign_commit_seq(trx, offsets)
 
     # changes: the wide rows, shuffled once by transaction
@@ -147,7 +147,7 @@ def order_stage(spark, manifest: dict, run_dir: Path) -> dict:
         .withColumn("run_id", F.lit(run_id)).withColumn("date", F.lit(date)) \
         .select(*TRANSACTION_COLUMNS)
 
-    listed = spark.createDataFrame(
+    listed = local_frame(spark,
         [(s["name"], s["format"], a["file"]) for s in manifest["sources"] for a in s["archives"]],
         "source STRING, format STRING, archive_file STRING")
     out_audit = complete_audit(
