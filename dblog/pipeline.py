@@ -216,7 +216,10 @@ def describe(result: RunResult, root: DataRoot) -> str:
     for w in result.warnings:
         lines.append(f"  warning: {w}")
     if result.published:
-        lines.append(f"  published: {root.published}/changes, transactions, tables "
+        from .datasets import published as datasets
+
+        names = ", ".join(d.name for d in datasets())
+        lines.append(f"  published: {root.published}/{{{names}}} "
                      f"(snapshot {Path(result.version).name})")
     if result.report:
         lines.append(f"  report: {result.report}")

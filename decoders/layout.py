@@ -189,6 +189,23 @@ def as_uint8(buf) -> np.ndarray:
     return np.frombuffer(buf, dtype=np.uint8)
 
 
+def byte_runs(buf, starts, ends) -> bytes:
+    """The bytes of the ranges ``[starts[i], ends[i])`` of ``buf``, concatenated in order.
+    Adjacent ranges are copied as one slice, so the rows of a whole archive (or of most of
+    it) cost one copy, not an index per byte."""
+    starts = np.asarray(starts, dtype=np.int64)
+    ends = np.asarray(ends, dtype=np.int64)
+    if not len(starts):
+        return b""
+    cut = np.flatnonzero(starts[1:] != ends[:-1]) + 1
+    run_starts = starts[np.concatenate(([0], cut))].tolist()
+    run_ends = ends[np.concatenate((cut - 1, [len(starts) - 1]))].tolist()
+    view = memoryview(as_uint8(buf))
+    if len(run_starts) == 1:
+        return view[run_starts[0]:run_ends[0]].tobytes()
+    return b"".join([view[a:b] for a, b in zip(run_starts, run_ends)])
+
+
 def gather(buf, starts, dtype: np.dtype, chunk: int = 1 << 16) -> np.ndarray:
     """Records of ``dtype`` (fixed itemsize) at byte offsets ``starts`` of ``buf``."""
     data = as_uint8(buf)

@@ -43,7 +43,7 @@ from ..catalog import Catalog, Table
 from ..errors import BadValue, Corrupt, DecodeError, NeedData, UnknownRecordType, UnknownTable
 from ..events import EventSink
 from ..framing import split_ranges
-from ..layout import as_uint8
+from ..layout import as_uint8, byte_runs
 from ..render import render_rows
 from ..vectors import text as vtext
 from . import layout as L
@@ -484,20 +484,13 @@ def _fast_columns(data, rows: Rows, which: np.ndarray) -> dict | None:
         return None
     import pyarrow.csv as pacsv
 
-    buf = as_uint8(data)
-    s = rows.starts[which] - rows.base
-    e = rows.ends[which] - rows.base
-    lengths = e - s
-    offsets = np.zeros(len(s) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    idx = np.repeat(s - offsets[:-1], lengths) + np.arange(offsets[-1])
-    body = buf[idx]
+    body = byte_runs(data, rows.starts[which] - rows.base, rows.ends[which] - rows.base)
     # every row must end with a newline for the reader to see it as one row
-    if body[-1] != _NL:
-        body = np.concatenate((body, [_NL])).astype(np.uint8)
+    if not body.endswith(b"\n"):
+        body += b"\n"
     types = {h: pa.string() for h in L.HEADER}
     try:
-        table = pacsv.read_csv(pa.py_buffer(body.tobytes()),
+        table = pacsv.read_csv(pa.py_buffer(body),
                                read_options=pacsv.ReadOptions(column_names=list(L.HEADER),
                                                               block_size=1 << 26),
                                parse_options=pacsv.ParseOptions(quote_char=False,
