@@ -192,3 +192,21 @@ def test_vms_times_equal_the_codec():
         except Exception:
             want = None
         assert (None if b else g.astype("datetime64[us]").item()) == want
+
+
+def test_byte_runs_equals_the_ranges_concatenated():
+    import random
+
+    from decoders.layout import byte_runs
+
+    rng = random.Random(7)
+    buf = bytes(rng.randrange(256) for _ in range(5000))
+    for _ in range(200):
+        cuts = sorted(rng.sample(range(len(buf) + 1), rng.randrange(2, 40)))
+        ranges = [(a, b) for a, b in zip(cuts, cuts[1:]) if rng.random() < 0.7]
+        want = b"".join(buf[a:b] for a, b in ranges)
+        starts = np.array([a for a, _ in ranges], dtype=np.int64)
+        ends = np.array([b for _, b in ranges], dtype=np.int64)
+        assert byte_runs(buf, starts, ends) == want
+        assert byte_runs(np.frombuffer(buf, np.uint8), starts, ends) == want
+    assert byte_runs(buf, [], []) == b""
