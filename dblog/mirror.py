@@ -377,13 +377,16 @@ class MirrorError(RuntimeError):
     pass
 
 
-def apply_night(spark, changes, prev, meta, date: str):
+def apply_night(spark, changes, prev, meta, date: str, keep=None):
     """The night's changes applied to the previous mirror rows.
 
     ``changes``: staged changes (source, table_id, commit_seq, event_seq, op, before, after)
     of mirrored tables; ``prev``: the previous rows (``ROWS_DDL``) of the tables changed
     tonight; ``meta``: ``key_meta``. Returns (new rows of those tables, net changes,
-    missing-base counts per table). DataFrame -> DataFrame, no action."""
+    missing-base counts per table). DataFrame -> DataFrame, no action. ``keep``: a function
+    (e.g. ``persist``) applied to the two intermediate frames the three results share (the
+    key events after the window, and one row per key), so that they are computed once."""
+    keep = keep or (lambda df: df)
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -414,6 +417,7 @@ def apply_night(spark, changes, prev, meta, date: str):
     tl = tl.withColumn("present_before", F.coalesce(F.lag(present_after).over(w), F.col("in_prev"))) \
         .withColumn("names", (F.col("act") != "t") | F.col("present_before")) \
         .withColumn("missing_base", F.col("check") & ~F.col("present_before"))
+    tl = keep(tl)
     order = F.struct(cs, es, "sub")
     per_key = tl.groupBy(*ids, "key").agg(
         F.sum(F.col("names").cast("long")).alias("n_changes"),
@@ -421,7 +425,7 @@ def apply_night(spark, changes, prev, meta, date: str):
         F.max(F.when(F.col("names"), cs)).alias("last_commit_seq"),
         F.max_by(F.struct(F.col("act"), F.col("row"), cs.alias("cs")), order).alias("last"),
         F.first("in_prev").alias("in_prev"))
-    per_key = per_key.join(start, ids + ["key"], "left")
+    per_key = keep(per_key.join(start, ids + ["key"], "left"))
     end_present = F.col("last.act") == "up"
     net_named = per_key.select(
         *ids, "key",
@@ -535,11 +539,19 @@ def mirror_stage(spark, manifest: dict, run_dir: Path) -> dict:
         night = changes.join(F.broadcast(local_frame(spark,
             sorted(rewrite) or [("", "")], "source STRING, table_id STRING")), ["source", "table_id"])
         # a table seeded tonight without changes still goes through apply_night (no events)
-        rows, net, missing = apply_night(spark, night, prev, meta, date)
+        kept: list = []
+
+        def keep(df):
+            kept.append(df.persist(StorageLevel.MEMORY_AND_DISK))
+            return kept[-1]
+
+        rows, net, missing = apply_night(spark, night, prev, meta, date, keep)
         specs = mirror_specs([by_id[i] for i in sorted(rewrite)], run_dir, date)
         written: list = []
+        missed: list = []
         run_concurrently([
             lambda: written.extend(write_mirrors(rows, specs).collect()),
+            lambda: missed.extend(missing.collect()),
             write_parquet(prev.select("source", "table_id", "key", "row"), str(run_dir / PREV_STAGED),
                           ("source",)),
             write_parquet(net.withColumn("date", F.lit(date)).select(*NET_COLUMNS, "source", "date"),
@@ -549,7 +561,7 @@ def mirror_stage(spark, manifest: dict, run_dir: Path) -> dict:
         for r in written:
             ident = (r["source"], r["table_id"])
             counts[ident] = counts.get(ident, 0) + int(r["rows"])
-        missing_by = {(r["source"], r["table_id"]): r["mirror_missing_base"] for r in missing.collect()}
+        missing_by = {(r["source"], r["table_id"]): r["mirror_missing_base"] for r in missed}
         # the generic rows beside the typed files of the rewritten tables; links for the others
         for t in live:
             ident = (t["source"], t["table_id"])
@@ -568,6 +580,8 @@ def mirror_stage(spark, manifest: dict, run_dir: Path) -> dict:
                         n = _parquet_rows(src_dir)
             if n or missing_by.get(ident):
                 stats[ident] = {"rows": int(n), "mirror_missing_base": int(missing_by.get(ident, 0))}
+        for df in kept:
+            df.unpersist()
         prev.unpersist()
     # every source that built its mirror has its net_changes partition, even when empty
     for s in sorted(building):
