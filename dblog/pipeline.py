@@ -121,6 +121,25 @@ def publish_night(run_dir: Path, only_sources: list[str] | None = None) -> Path:
     return version
 
 
+def _preload_validation() -> None:
+    """Import Great Expectations (seconds of imports) in a background thread while the
+    JVM decodes and orders: the validate stage then finds it loaded. Only an import."""
+    import threading
+
+    import os
+
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")   # as dblog.validate sets them
+    os.environ.setdefault("TQDM_DISABLE", "1")
+
+    def load() -> None:
+        try:
+            import great_expectations  # noqa: F401
+        except Exception:  # noqa: BLE001 - the validate stage imports it again and reports
+            pass
+
+    threading.Thread(target=load, name="dblog-preload-gx", daemon=True).start()
+
+
 @observed
 def run_night(date: str, config: str | None = None, data_root: str | None = None,
               sources: list[str] | None = None, master: str | None = None,
@@ -154,6 +173,7 @@ def run_night(date: str, config: str | None = None, data_root: str | None = None
         spark = spark or get_session(master or "local[*]")
         progress.attach_spark(spark)
         lap("stage", staged_text(load_manifest(run_dir)))
+        _preload_validation()
         current = "decode"
         log.info("decoding %s", run_dir)
         progress.begin("decode")
