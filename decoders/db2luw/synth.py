@@ -334,15 +334,16 @@ class Synth(FormatSynth):
                       commit=True, flags=L.FLAG_PROPAGATABLE if prop else 0)]
 
     # ------------------------------------------------------------- the night
-    def write(self, date: _dt.date, new: list[SynTrx], carried: list[SynTrx]) -> dict[str, bytes]:
-        if self.v10:
-            return self._write_v10(date, new, carried)
+    def _streams(self, new: list[SynTrx], carried: list[SynTrx], last_key: str,
+                 other_types) -> tuple[list[_Item], dict[bytes, int]]:
+        """The night's items in log order (carried transactions' ends, new transactions,
+        records of other types), and the last LSN/LSO of each carried transaction."""
         rng = self.rng
         streams: list[list[_Item]] = []
         last: dict[bytes, int] = {}
         for t in carried:
             tid = t.extra["tid"]
-            last[tid] = t.extra["last_lsn"]
+            last[tid] = t.extra[last_key]
             streams.append(self._end_items(t, tid))
         for t in new:
             self.tid += 1
@@ -351,10 +352,16 @@ class Synth(FormatSynth):
             t.extra["tid"] = tid
             streams.append(self._trx_items(t, tid))
         for _ in range(max(1, len(new) // 10)):
-            letter = rng.choice(OTHER_TYPES)
-            streams.append([_Item(tid_bytes(rng.randint(0, self.tid)), letter,
+            code = rng.choice(other_types)
+            streams.append([_Item(tid_bytes(rng.randint(0, self.tid)), code,
                                   rng.randbytes(rng.randint(0, 24)), flags=0)])
-        order = interleave(rng, streams)
+        return interleave(rng, streams), last
+
+    def write(self, date: _dt.date, new: list[SynTrx], carried: list[SynTrx]) -> dict[str, bytes]:
+        if self.v10:
+            return self._write_v10(date, new, carried)
+        rng = self.rng
+        order, last = self._streams(new, carried, "last_lsn", OTHER_TYPES)
         for it in order:
             self.lsn += rng.randint(20, 400)
             it.lsn = self.lsn
@@ -401,23 +408,7 @@ class Synth(FormatSynth):
 
     def _write_v10(self, date: _dt.date, new: list[SynTrx], carried: list[SynTrx]) -> dict[str, bytes]:
         rng, enc = self.rng, self.enc
-        streams: list[list[_Item]] = []
-        last: dict[bytes, int] = {}
-        for t in carried:
-            tid = t.extra["tid"]
-            last[tid] = t.extra["last_lso"]
-            streams.append(self._end_items(t, tid))
-        for t in new:
-            self.tid += 1
-            tid = tid_bytes(self.tid)
-            t.trx_id = tid.hex().upper()
-            t.extra["tid"] = tid
-            streams.append(self._trx_items(t, tid))
-        for _ in range(max(1, len(new) // 10)):
-            code = rng.choice(OTHER_V10_TYPES)
-            streams.append([_Item(tid_bytes(rng.randint(0, self.tid)), code,
-                                  rng.randbytes(rng.randint(0, 24)), flags=0)])
-        order = interleave(rng, streams)
+        order, last = self._streams(new, carried, "last_lso", OTHER_V10_TYPES)
         records: list[bytes] = []
         for it in order:
             self.lsn += rng.randint(1, 40)
