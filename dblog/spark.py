@@ -16,6 +16,8 @@ Memory and shuffle defaults (docs/ARCHITECTURE.md, "Memory"):
   cluster) the JVM is already up and the cluster's own settings (``--driver-memory``,
   ``spark-defaults.conf``, executor memory) are never overridden; neither is a
   ``spark.driver.memory`` that ``PYSPARK_SUBMIT_ARGS`` or ``spark-defaults.conf`` sets.
+* ``DBLOG_SPARK_EVENT_LOG=DIR`` writes Spark's event log there (``python -m bench.eventlog
+  DIR`` says which queries, jobs and tasks a run spent its time on).
 """
 
 from __future__ import annotations
@@ -128,6 +130,10 @@ def get_session(master: str | None = None, app: str = "dblog", conf: dict | None
     settings["spark.sql.shuffle.partitions"] = os.environ.get("DBLOG_SHUFFLE_PARTITIONS",
                                                               str(INITIAL_PARTITIONS))
     settings.update(memory_settings(master))
+    if os.environ.get("DBLOG_SPARK_EVENT_LOG"):     # for `python -m bench.eventlog DIR`
+        settings.update({"spark.eventLog.enabled": "true", "spark.eventLog.compress": "false",
+                         "spark.eventLog.dir": Path(os.environ["DBLOG_SPARK_EVENT_LOG"]).resolve().as_uri()})
+        Path(os.environ["DBLOG_SPARK_EVENT_LOG"]).mkdir(parents=True, exist_ok=True)
     settings.update(conf or {})
     for key, value in settings.items():
         builder = builder.config(key, value)

@@ -9,10 +9,15 @@ from typing import Callable
 def write_parquet(df, path: str, partition_by: tuple[str, ...] = ()) -> Callable[[], None]:
     """A deferred ``overwrite`` Parquet write (run it with ``run_concurrently``)."""
     def run() -> None:
-        writer = df.write.mode("overwrite")
-        if partition_by:
-            writer = writer.partitionBy(*partition_by)
-        writer.parquet(path)
+        sc = df.sparkSession.sparkContext
+        sc.setJobDescription(f"write {'/'.join(path.rstrip('/').split('/')[-2:])}")  # this thread's jobs
+        try:
+            writer = df.write.mode("overwrite")
+            if partition_by:
+                writer = writer.partitionBy(*partition_by)
+            writer.parquet(path)
+        finally:
+            sc.setJobDescription(None)
     return run
 
 

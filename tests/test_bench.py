@@ -41,3 +41,30 @@ def test_bench_cli_tiny_night(tmp_path):
         assert all(v > 0 for v in rat[fmt].values())
     md = (out / "latest.md").read_text()
     assert "| soliddb | decode | local[1] |" in md and "## Targets" in md
+
+
+def test_eventlog_summary_per_query(tmp_path):
+    """``python -m bench.eventlog``: jobs, tasks and times per SQL query of an event log."""
+    from bench.eventlog import main, summarize
+
+    events = [
+        {"Event": "org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionStart",
+         "executionId": 0, "time": 1000, "description": "write changes"},
+        {"Event": "SparkListenerJobStart", "Job ID": 0, "Properties": {"spark.sql.execution.id": "0"},
+         "Stage Infos": [{"Stage ID": 0}, {"Stage ID": 1}]},
+        {"Event": "SparkListenerJobStart", "Job ID": 1, "Properties": {"spark.sql.execution.id": "0"},
+         "Stage Infos": [{"Stage ID": 2}]},
+        *[{"Event": "SparkListenerTaskEnd", "Stage ID": s,
+           "Task Metrics": {"Executor Run Time": 500, "Executor CPU Time": 2e8}} for s in (0, 1, 2)],
+        {"Event": "org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionEnd",
+         "executionId": 0, "time": 3500},
+        {"Event": "org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionStart",
+         "executionId": 1, "time": 4000, "description": "collect"},
+    ]
+    log = tmp_path / "events_1_local-1"
+    log.write_text("\n".join(json.dumps(e) for e in events) + "\n")
+    rows = summarize(log)
+    assert [(r["what"], r["jobs"], r["tasks"]) for r in rows] == [("write changes", 2, 3), ("collect", 0, 0)]
+    assert rows[0]["end"] - rows[0]["start"] == 2500 and rows[0]["run_s"] == 1.5
+    assert abs(rows[0]["cpu_s"] - 0.6) < 1e-9
+    assert main([str(tmp_path)]) == 0

@@ -1,0 +1,88 @@
+"""Where a run's Spark time went, from Spark's event log (docs/BENCHMARK.md, "Small nights").
+
+    DBLOG_SPARK_EVENT_LOG=/tmp/ev dblog run --date D --data-root R
+    python -m bench.eventlog /tmp/ev            # the latest event log in the folder
+
+Prints one line per SQL query (execution) in submission order: when it started (seconds
+after the first), its wall seconds, its Spark jobs and tasks, the tasks' summed run time
+and JVM CPU time, and what submitted it; then the totals. A query of many jobs is a query
+of many adaptive stages (each shuffle is one); a task run time far above its CPU time is
+time in Python workers or waiting for a core.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+
+def latest_log(folder: Path) -> Path:
+    logs = [p for p in Path(folder).rglob("events_*") if p.is_file()] or \
+        [p for p in Path(folder).iterdir() if p.is_file()]
+    if not logs:
+        raise SystemExit(f"no Spark event log in {folder}")
+    return max(logs, key=lambda p: p.stat().st_mtime)
+
+
+def summarize(path: Path) -> list[dict]:
+    queries: dict[int, dict] = {}
+    job_query: dict[int, int] = {}
+    stage_job: dict[int, int] = {}
+    tasks: dict[int, list] = defaultdict(lambda: [0, 0, 0.0])
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            e = json.loads(line)
+            kind = e.get("Event", "")
+            if kind.endswith("SQLExecutionStart"):
+                queries[e["executionId"]] = {"id": e["executionId"], "start": e["time"],
+                                             "end": e["time"], "what": e.get("description", ""),
+                                             "jobs": 0}
+            elif kind.endswith("SQLExecutionEnd") and e["executionId"] in queries:
+                queries[e["executionId"]]["end"] = e["time"]
+            elif kind == "SparkListenerJobStart":
+                q = e.get("Properties", {}).get("spark.sql.execution.id")
+                q = int(q) if q is not None else -1
+                job_query[e["Job ID"]] = q
+                if q in queries:
+                    queries[q]["jobs"] += 1
+                for s in e["Stage Infos"]:
+                    stage_job[s["Stage ID"]] = e["Job ID"]
+            elif kind == "SparkListenerTaskEnd":
+                q = job_query.get(stage_job.get(e["Stage ID"]), -1)
+                m = e.get("Task Metrics") or {}
+                t = tasks[q]
+                t[0] += 1
+                t[1] += m.get("Executor Run Time", 0)
+                t[2] += m.get("Executor CPU Time", 0) / 1e6
+    out = []
+    for q in sorted(queries.values(), key=lambda q: q["start"]):
+        n, run_ms, cpu_ms = tasks.get(q["id"], [0, 0, 0.0])
+        out.append({**q, "tasks": n, "run_s": run_ms / 1000, "cpu_s": cpu_ms / 1000})
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print(__doc__)
+        return 2
+    target = Path(argv[0])
+    path = target if target.is_file() else latest_log(target)
+    rows = summarize(path)
+    if not rows:
+        print(f"{path}: no SQL queries")
+        return 0
+    t0 = rows[0]["start"]
+    print(f"{path}\n{'at s':>7} {'wall s':>7} {'jobs':>5} {'tasks':>6} {'run s':>7} {'cpu s':>6}  query")
+    for r in rows:
+        print(f"{(r['start'] - t0) / 1000:7.1f} {(r['end'] - r['start']) / 1000:7.2f} {r['jobs']:5d} "
+              f"{r['tasks']:6d} {r['run_s']:7.1f} {r['cpu_s']:6.1f}  {r['what'][:70]}")
+    print(f"{len(rows)} queries, {sum(r['jobs'] for r in rows)} jobs, {sum(r['tasks'] for r in rows)} "
+          f"tasks, {(rows[-1]['end'] - t0) / 1000:.1f} s from the first query to the last's end")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
