@@ -212,10 +212,10 @@ def _combined_root(work: Path, nights: list[dict], tag: str) -> tuple[Path, Path
 
 def _multirun(spark, nights: list[dict], work: Path, master: str) -> dict:
     """One ``dblog run`` of all the nights together, each stage timed in place (``order``
-    also split into ``ordering`` and ``tables``)."""
+    also split into ``ordering``, ``tables`` and ``mirror``)."""
     names = {"stage_night": "stage", "decode_night": "decode", "order_stage": "ordering",
-             "tables_stage": "tables", "order_night": "order", "validate_night": "validate",
-             "publish_night": "publish"}
+             "tables_stage": "tables", "mirror_stage": "mirror", "order_night": "order",
+             "validate_night": "validate", "publish_night": "publish"}
     root, config = _combined_root(work, nights, "multirun")
     r, phases = _timed_run(names, nights[0]["date"], str(config), root, master, spark)
     out = {"phases": phases, "published": r.published, "failures": r.failures,

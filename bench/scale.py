@@ -8,7 +8,7 @@
 ``run`` measures one whole ``dblog run`` (``pipeline.run_night``) of the given nights together
 (one source per night, all in one run), in its own subprocess with **no memory setting**
 (``DBLOG_DRIVER_MEMORY`` is removed from its environment: the defaults of ``dblog/spark.py``
-decide), stage by stage (``order`` split into ``ordering`` and ``tables``), with the peak
+decide), stage by stage (``order`` split into ``ordering``, ``tables`` and ``mirror``), with the peak
 memory of the JVM and the Python processes per stage and the 1-minute load average.
 
 ``tables`` writes one Rdb night per table count with the same number of changes, the
