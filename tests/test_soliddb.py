@@ -215,3 +215,20 @@ def test_synth_night_decodes_to_what_was_written():
 def test_sample_catalog_matches_generator():
     committed = load_catalog(REPO / "include" / "catalogs" / "pos_solid.json")
     assert committed == solid.Synth("pos_solid").catalog
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.text(alphabet="0123456789abcdefABCDEFgG xé\r", max_size=12)),
+                max_size=30), st.integers(0, 5))
+def test_hex_only_agrees_with_the_regex(texts, start):
+    """The fast path's hex check (one table lookup over the column's bytes) says what the
+    regular expression ``^[0-9A-Fa-f]*$`` says, on sliced arrays too; null is not hex."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from decoders.soliddb.decoder import _hex_only
+
+    arr = pa.array(texts, pa.string()).slice(min(start, len(texts)))
+    want = [bool(v) if v is not None else False
+            for v in pc.match_substring_regex(arr, "^[0-9A-Fa-f]*$").to_pylist()]
+    assert _hex_only(arr).tolist() == want
