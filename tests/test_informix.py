@@ -18,7 +18,7 @@ from decoders.base import DecodeContext
 from decoders.catalog import Catalog
 from decoders.events import EventSink
 import decoders.informix as informix
-from decoders.informix import archive_sort_key, decode, layout as L
+from decoders.informix import archive_sort_key, layout as L
 from decoders.informix import resolve as RS
 from decoders.informix.decoder import parse_record, split_units
 from decoders.informix.encoder import OnlogWriter, format_record, stamp
@@ -46,16 +46,21 @@ def run(data: bytes | str, name: str = "onlog_7.txt", carry=None, tz: str = "Ame
                "open": RS.open_transactions(held), "held": held}
         json.dumps(out["open"])
         return rows, out
+    return run_decoder(data, name, carry, tz, catalog)
+
+
+def run_decoder(data: bytes, name: str = "onlog_7.txt", carry=None, tz: str = "America/Chicago",
+                catalog: Catalog = CATALOG):
+    """One file through the per-file decoder with its carry (decoder mode), whatever mode
+    the pipeline uses: its carry handling is tested on its own."""
+    from decoders.events import accounts_bytes
+    from decoders.informix.decoder import decode as decode_with_carry
+
     sink = EventSink(SOURCE, "informix", name)
     ctx = DecodeContext(SOURCE, "informix", catalog, name, {}, tz, carry)
-    out = decode(data, ctx, sink)
+    out = accounts_bytes(decode_with_carry, lines=True)(data, ctx, sink)
     json.dumps(out)                       # the carry must be JSON-serialisable
     return sink.rows(), out
-
-
-decoder_carry = pytest.mark.skipif(
-    informix.RESOLVE != "decoder", reason="the decoder carry exists in decoder mode only "
-    "(tests/test_informix_resolve.py checks the held state rows)")
 
 
 # SPEC section 3, written here independently of the decoder: a dump line is indented and
@@ -483,13 +488,13 @@ def test_garbage_never_crashes():
     assert sum(r["n_records"] for r in rows) == record_lines(data)
 
 
-@decoder_carry
 def test_archive_without_uniqid_is_one_quarantine_row():
+    """Decoder mode: a file whose name has no uniqid cannot continue the carry."""
     log = Log()
     log.begin(1)
     log.end(1)
     carry_in = {"version": 1, "uniqid": 6, "open": {}}
-    rows, carry = run(log.data, "onlog.txt", carry_in)
+    rows, carry = run_decoder(log.data, "onlog.txt", carry_in)
     assert [(r["kind"], r["error_class"], r["n_records"]) for r in rows] == \
         [("quarantine", "corrupt", 2)]
     assert carry == carry_in
@@ -782,8 +787,8 @@ def test_an_indented_record_line_costs_only_itself():
         assert carry["open"] == {}
 
 
-@decoder_carry
 def test_a_damaged_carry_never_crashes_the_night():
+    """Decoder mode: a damaged carry is one quarantine row, never a crash."""
     log = Log(uniqid=8)
     log.home("HINSERT", 1)
     log.end(1)
@@ -793,7 +798,7 @@ def test_a_damaged_carry_never_crashes_the_night():
                 {"open": {"x1": good}},
                 {"open": {"1": {**good, "fold": {"owner": "a", "tbl": -1}}}},
                 {"open": [1, 2]}, {"open": {"1": "?"}}, 17):
-        rows, carry = run(log.data, "onlog_8.txt", carry=bad)
+        rows, carry = run_decoder(log.data, "onlog_8.txt", carry=bad)
         q = [r for r in rows if r["kind"] == "quarantine"]
         assert len(q) == 1 and q[0]["n_records"] == 0 and "carry" in q[0]["message"]
         assert sum(r["n_records"] for r in rows) == record_lines(log.data)
