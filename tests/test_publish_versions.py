@@ -96,6 +96,7 @@ def whole_state(root: Path) -> dict:
 def check_ring(root: Path) -> None:
     names = sorted(p.name for p in (root / ".published").iterdir() if p.is_dir() and p.name != "log")
     assert P.BUILDING not in names, "a finished publish left its building folder"
+    assert P.TRASH not in names, "a finished publish left removed paths in its trash"
     assert all(P.VERSION_RE.match(n) for n in names), names
     assert len(names) <= P.KEEP_VERSIONS
     assert not list(root.glob(P.LINK_PREFIX + "*"))
@@ -117,7 +118,18 @@ def publish(root: Path, run: Path) -> Path:
     return Path(os.path.realpath(root / "published"))
 
 
-def test_nights_reruns_gaps_and_retention(tmp_path, template, retained):
+@pytest.fixture(params=["syncfs", "fsync"])
+def sync_mode(request, monkeypatch):
+    """Both ways of making a version durable: one syncfs (Linux) and fsync per path."""
+    if request.param == "fsync":
+        monkeypatch.setenv("DBLOG_PUBLISH_SYNC", "fsync")
+    else:
+        monkeypatch.delenv("DBLOG_PUBLISH_SYNC", raising=False)
+        assert P._syncfs(Path(".")) is True, "this platform has no syncfs"
+    return request.param
+
+
+def test_nights_reruns_gaps_and_retention(tmp_path, template, retained, sync_mode):
     root = tmp_path / "data"
     model = Model(retention=2)
     opts = {"mirror_retention": 2}
