@@ -1,14 +1,17 @@
-"""30 generated nights of one source through ``pipeline.run_night`` (one Spark session):
-the archive of night 25 does not arrive and night 27 carries ten times the usual volume.
+"""12 generated nights of one source through ``pipeline.run_night`` (one Spark session):
+the archive of night 9 does not arrive and night 11 carries ten times the usual volume.
 
-The default history checks must refuse night 25 (``volume_collapse``, severity error:
-nothing published, ``dblog run`` exits 1) and warn on night 27 (``volume_explosion``:
-published, exit 0), and say so in the metrics, the report and the run's result; the first
-nights say "not enough history"; every run's OpenLineage events validate against the
-OpenLineage JSON schema.
+The volume checks are the defaults (``volume_collapse``: records read under 1/5 of the
+median, severity error; ``volume_explosion``: over 5x, warn) with a shorter history, so
+that the test needs 12 nights, not 30: a 6-night window judged from 3 published nights
+(``window: 6, min_history: 3`` in sources.yaml; the default 14/7 are judged the same way by
+``tests/test_checks.py``). They must refuse night 9 (nothing published, ``dblog run``
+exits 1) and warn on night 11 (published, exit 0), and say so in the metrics, the report and
+the run's result; the first nights say "not enough history"; every run's OpenLineage
+events validate against the OpenLineage JSON schema.
 
 Each night is small (a handful of solidDB transactions, the night's SYS_LOG export as one
-archive), so the 30 runs are dominated by the fixed cost of a run (the Great Expectations
+archive), so the runs are dominated by the fixed cost of a run (the Great Expectations
 checkpoint, Spark job start-up).
 """
 
@@ -42,8 +45,13 @@ pytestmark = [pytest.mark.spark, pytest.mark.skipif(
 REPO = Path(__file__).resolve().parent.parent
 ARTIFACTS = REPO / "test-artifacts" / "history"
 FIRST = _dt.date(2026, 10, 1)
-NIGHTS = 30
-MISSING, SPIKE = 25, 27          # night numbers, 1-based
+NIGHTS = 12
+MISSING, SPIKE = 9, 11           # night numbers, 1-based
+WINDOW, MIN_HISTORY = 6, 3       # the volume checks' history (defaults: 14 and 7)
+CHECKS = [{"name": "volume_collapse", "max_ratio": 5, "direction": "down", "severity": "error",
+           "window": WINDOW, "min_history": MIN_HISTORY},
+          {"name": "volume_explosion", "max_ratio": 5, "direction": "up", "severity": "warn",
+           "window": WINDOW, "min_history": MIN_HISTORY}]
 TRX, SPIKE_TRX = 4, 40
 _CACHE: dict = {}
 
@@ -60,12 +68,12 @@ def write_night(gen, root: Path, n: int) -> int:
     target.mkdir(parents=True, exist_ok=True)
     parts = [out.archives[k] for k in sorted(out.archives)]
     body = parts[0] + b"".join(p.split(b"\n", 1)[1] for p in parts[1:])
-    if n != MISSING:                      # night 25's export never arrives
+    if n != MISSING:                      # night 9's export never arrives
         (target / f"sys_log_{date:%Y%m%d}.csv").write_bytes(body)
     return len(out.expected)
 
 
-def thirty_nights(factory, spark) -> dict:
+def history_nights(factory, spark) -> dict:
     if "run" in _CACHE:
         return _CACHE["run"]
     from decoders import get as get_format
@@ -76,7 +84,7 @@ def thirty_nights(factory, spark) -> dict:
 
     top = factory.mktemp("history")
     root = top / "data"
-    config = W.write_sources(top)
+    config = W.write_sources(top, checks=CHECKS)
     src = load_config(config).sources[0]
     gen = get_format("soliddb").Synth(src.name, catalog=src.catalog(), options=src.options, seed=3)
     results, codes = {}, {}
@@ -119,10 +127,10 @@ def validation(run_dir: Path) -> dict:
 
 
 def test_missing_archive_fails_and_spike_warns(spark, tmp_path_factory):
-    run = thirty_nights(tmp_path_factory, spark)
+    run = history_nights(tmp_path_factory, spark)
     root, results, codes = run["root"], run["results"], run["codes"]
 
-    # exit codes / results: night 25 refused, night 27 published with a warning, the rest published
+    # exit codes / results: night 9 refused, night 11 published with a warning, the rest published
     assert codes == {MISSING: 1, SPIKE: 0}
     for n, r in results.items():
         if n not in (MISSING, SPIKE):
@@ -133,36 +141,36 @@ def test_missing_archive_fails_and_spike_warns(spark, tmp_path_factory):
     assert "records_read is 0 tonight" in missing_out and "under 1/5 of the median" in missing_out
     assert "PUBLISHED" in spike_out and "warning: history check volume_explosion (warn)" in spike_out
 
-    # the first 7 nights have too little history to judge; from night 8 on the volume is judged
+    # the first 3 nights have too little history to judge; from night 4 on the volume is judged
     first = results[1]
     assert not first.warnings
-    v1 = json.loads((root / "reports" / night_date(1) / "summary.json").read_text())
-    assert {c["name"]: c["status"] for c in v1["checks"]}["volume_collapse"] == "not_enough_history"
-    v8 = json.loads((root / "reports" / night_date(8) / "summary.json").read_text())
-    assert {c["name"]: c["status"] for c in v8["checks"]}["volume_collapse"] == "ok"
+    for n, status in ((1, "not_enough_history"), (MIN_HISTORY, "not_enough_history"),
+                      (MIN_HISTORY + 1, "ok")):
+        doc = json.loads((root / "reports" / night_date(n) / "summary.json").read_text())
+        assert {c["name"]: c["status"] for c in doc["checks"]}["volume_collapse"] == status, n
 
-    # validation.json of night 25 names the metric, tonight's value and the history compared with
-    v25 = validation(results[MISSING]["run_dir"])
-    assert v25["success"] is False
-    [collapse] = [c for c in v25["checks"] if c["name"] == "volume_collapse"]
+    # validation.json of night 9 names the metric, tonight's value and the history compared with
+    v_missing = validation(results[MISSING]["run_dir"])
+    assert v_missing["success"] is False
+    [collapse] = [c for c in v_missing["checks"] if c["name"] == "volume_collapse"]
     assert collapse["status"] == "flagged" and collapse["severity"] == "error"
     assert collapse["tonight"] == 0
-    assert len(collapse["history"]) == 14 and min(collapse["history"]) == night_date(MISSING - 14)
-    assert any("volume_collapse" in f for f in v25["failures"])
+    assert len(collapse["history"]) == WINDOW and min(collapse["history"]) == night_date(MISSING - WINDOW)
+    assert any("volume_collapse" in f for f in v_missing["failures"])
 
-    # metrics: night 25 staged (not published: it failed) with the error verdict ...
+    # metrics: night 9 staged (not published: it failed) with the error verdict ...
     staged = read_metrics(results[MISSING]["run_dir"] / "metrics", night_date(MISSING))
     assert value(staged, "records_read") == 0 and value(staged, "archives") == 0
     assert value(staged, "check:volume_collapse") == 2
     published = root / "published" / "metrics"
     assert not read_metrics(published, night_date(MISSING))
-    # ... night 27 published with the warn verdict and ten times the records
-    m27 = read_metrics(published, night_date(SPIKE))
-    m26 = read_metrics(published, night_date(SPIKE - 1))
-    assert value(m27, "check:volume_explosion") == 1 and value(m27, "check:volume_collapse") == 0
-    assert value(m27, "records_read") > 5 * value(m26, "records_read")
+    # ... night 11 published with the warn verdict and ten times the records
+    m_spike = read_metrics(published, night_date(SPIKE))
+    m_before = read_metrics(published, night_date(SPIKE - 1))
+    assert value(m_spike, "check:volume_explosion") == 1 and value(m_spike, "check:volume_collapse") == 0
+    assert value(m_spike, "records_read") > 5 * value(m_before, "records_read")
     # every published night has its per-table rows and its stage seconds
-    for n in (1, 26, 30):
+    for n in (1, MISSING + 1, NIGHTS):
         rows = read_metrics(published, night_date(n))
         assert {r["table_id"] for r in rows} >= {"10001", "10002", "10003", None}
         assert value(rows, "seconds_stage") >= 0
@@ -170,23 +178,23 @@ def test_missing_archive_fails_and_spike_warns(spark, tmp_path_factory):
         assert value(rows, "changes") == sum(value(rows, f"changes_{op}") for op in
                                              ("c", "u", "d", "m", "t", "ddl"))
 
-    # the reports: night 25 shows the error, night 27 the warning, night 30 both in its charts
-    r25 = (root / "reports" / night_date(MISSING) / f"{W.SOURCE}.html").read_text()
-    assert 'class="badge error">ERROR' in r25 and "volume_collapse" in r25
-    r27 = (root / "reports" / night_date(SPIKE) / f"{W.SOURCE}.html").read_text()
-    assert 'class="badge warn">WARN' in r27 and "volume_explosion" in r27
-    index27 = (root / "reports" / night_date(SPIKE) / "index.html").read_text()
-    assert "History checks flagged tonight (1)" in index27
-    r30 = (root / "reports" / night_date(NIGHTS) / f"{W.SOURCE}.html").read_text()
-    assert f'data-date="{night_date(MISSING)}" data-nodata="1"' in r30     # the refused night
-    assert f'data-date="{night_date(SPIKE)}"' in r30
-    assert '<text class="mark warn"' in r30                                   # night 27's warning
-    assert "<script" not in r30 and "http://" not in r30 and "https://" not in r30
+    # the reports: night 9 shows the error, night 11 the warning, night 12 both in its charts
+    r_missing = (root / "reports" / night_date(MISSING) / f"{W.SOURCE}.html").read_text()
+    assert 'class="badge error">ERROR' in r_missing and "volume_collapse" in r_missing
+    r_spike = (root / "reports" / night_date(SPIKE) / f"{W.SOURCE}.html").read_text()
+    assert 'class="badge warn">WARN' in r_spike and "volume_explosion" in r_spike
+    index_spike = (root / "reports" / night_date(SPIKE) / "index.html").read_text()
+    assert "History checks flagged tonight (1)" in index_spike
+    r_last = (root / "reports" / night_date(NIGHTS) / f"{W.SOURCE}.html").read_text()
+    assert f'data-date="{night_date(MISSING)}" data-nodata="1"' in r_last     # the refused night
+    assert f'data-date="{night_date(SPIKE)}"' in r_last
+    assert '<text class="mark warn"' in r_last                                   # night 11's warning
+    assert "<script" not in r_last and "http://" not in r_last and "https://" not in r_last
     _screenshot(root / "reports" / night_date(NIGHTS))
 
 
 def _screenshot(report_dir: Path) -> None:
-    """The report of night 30 as a person sees it (test-artifacts/history/), when Chromium is here."""
+    """The report of the last night as a person sees it (test-artifacts/history/), when Chromium is here."""
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
         return
@@ -203,7 +211,7 @@ def _screenshot(report_dir: Path) -> None:
 def test_every_run_wrote_lineage_events_that_validate(spark, tmp_path_factory):
     from tests.test_lineage import validate_event
 
-    run = thirty_nights(tmp_path_factory, spark)
+    run = history_nights(tmp_path_factory, spark)
     root = run["root"]
     for n in range(1, NIGHTS + 1):
         files = sorted((root / "lineage" / night_date(n)).glob("*.jsonl"))
