@@ -63,28 +63,6 @@ def spark_type(col: Column) -> str:
     return "string"  # CHAR, VARCHAR, CLOB, TIME, BLOB (hex or {"blob_id": n})
 
 
-def typed_columns(F, image: str, columns: list[Column]):
-    """Spark columns ``<image>_<col>`` typed from a JSON image column (every field read as
-    text, then ``try_cast`` to the catalog's type): the Spark twin of ``typed_batch``, for
-    stages that type images inside a Spark plan (the mirror)."""
-    from pyspark.sql.types import StringType, StructField, StructType
-
-    schema = StructType([StructField(c.name, StringType()) for c in columns])
-    parsed = F.from_json(F.col(image), schema)
-    out = []
-    for c in columns:
-        raw = parsed.getField(c.name)
-        st = spark_type(c)
-        if st == "string":
-            val = raw
-        elif st == "binary":
-            val = F.unhex(raw)
-        else:
-            val = raw.try_cast(st)
-        out.append(val.alias(f"{image}_{c.name}"))
-    return out
-
-
 def arrow_type(spark_name: str) -> pa.DataType:
     simple = {"smallint": pa.int16(), "int": pa.int32(), "bigint": pa.int64(),
               "float": pa.float32(), "double": pa.float64(), "binary": pa.binary(),
@@ -107,15 +85,39 @@ def table_schema(columns: list[tuple[str, str]]) -> pa.Schema:
 
 # ----------------------------------------------------------------- JSON images -> typed Arrow
 
-_decode = json.JSONDecoder(parse_int=str, parse_float=str, parse_constant=str).decode
+class _Number(str):
+    """A JSON number's text as it was written (``parse_int``/``parse_float``)."""
+    __slots__ = ()
+
+
+_decode = json.JSONDecoder(parse_int=_Number, parse_float=_Number, parse_constant=_Number).decode
+
+
+def _raw(value) -> str:
+    """A nested JSON value's compact text, numbers as written (Spark's ``from_json`` gives a
+    nested object read as a string the same way: ``{"blob_id":869417065180}``)."""
+    if isinstance(value, _Number):
+        return str(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{json.dumps(k, ensure_ascii=False)}:{_raw(v)}"
+                              for k, v in value.items()) + "}"
+    return "[" + ",".join(_raw(v) for v in value) + "]"
 
 
 def _text(value):
+    """A field of an image as text: strings and numbers as written, objects and arrays as
+    their compact JSON."""
     if value is None or isinstance(value, str):
-        return value
+        return value if type(value) is str or value is None else str(value)
     if isinstance(value, bool):
         return "true" if value else "false"
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return _raw(value)
 
 
 def image_fields(texts: list, names: list[str]) -> list[list]:

@@ -31,12 +31,15 @@ def _floats():
 
 
 def test_typed_rows_render_like_the_row_renderer(spark):
-    """Typed values (as Spark holds them after the typed conversion) rendered in Spark give
-    exactly the text RowRenderer gives for the same values."""
+    """Images typed by the one typed conversion of ``published/tables`` and the mirror
+    (``dblog.tables``: field texts, then Arrow casts), rendered back in Spark by
+    ``render_rows``, give exactly the text RowRenderer gave for the same values."""
+    import pyarrow as pa
+
     from decoders.codecs import Float4
     from dblog.mirror import render_rows
-    from dblog.tables import typed_columns
-    from pyspark.sql import functions as F
+    from dblog.sparkio import local_frame
+    from dblog.tables import arrow_type, cast_texts, image_fields, spark_type
 
     rng = random.Random(3)
     rows = [[default_value(c, rng) for c in COLS] for _ in range(300)]
@@ -48,11 +51,26 @@ def test_typed_rows_render_like_the_row_renderer(spark):
     rows[41][5] = ""
     renderer = RowRenderer(COLS)
     texts = [renderer(r) for r in rows]
-    df = spark.createDataFrame([(t,) for t in texts], "row STRING")
-    typed = df.select(*[c.alias(col.name) for c, col in zip(typed_columns(F, "row", list(COLS)), COLS)])
-    got = [r["row"] for r in render_rows(typed, list(COLS)).collect()]
+    assert sum('"BL": {"blob_id": ' in t for t in texts) > 100     # BLOB placeholders: objects
+    fields = image_fields(texts, [c.name for c in COLS])
+    typed = pa.Table.from_arrays([cast_texts(v, arrow_type(spark_type(c))) for v, c in zip(fields, COLS)],
+                                 names=[c.name for c in COLS])
+    df = spark.createDataFrame(typed)
+    got = [r["row"] for r in render_rows(df, list(COLS)).collect()]
     bad = [(g, t) for g, t in zip(got, texts) if g != t]
     assert not bad, bad[:3]
+
+
+def test_image_fields_keep_nested_values_as_written():
+    """A field holding an object (a BLOB placeholder) is its compact JSON text with numbers
+    as written, as Spark's from_json reads it into a string; scalars are their text."""
+    from dblog.tables import image_fields
+
+    texts = ['{"A": {"blob_id": 869417065180, "x": [1.50, "2", null, true]}, "B": 1e3, "C": "s"}',
+             '{"A": null}', None, "[1]"]
+    assert image_fields(texts, ["A", "B", "C"]) == [
+        ['{"blob_id":869417065180,"x":[1.50,"2",null,true]}', None, None, None],
+        ["1e3", None, None, None], ["s", None, None, None]]
 
 
 def test_keys_of_row_images(spark):
