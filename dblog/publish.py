@@ -46,8 +46,10 @@ holds the latest night and, for datasets with a ``retention``, the nights kept. 
 
 **Durability, cheaply.** Everything the new version names is made durable before the swap
 with one ``syncfs()`` of the data root's file system (Linux; elsewhere one ``fsync`` per
-new file and per changed directory, as before): one journal commit instead of one per file
-and directory. Paths a publish removes (a rerun's leftovers, nights past a dataset's
+new file and per changed directory): one journal commit instead of one per file and
+directory. A ``syncfs`` also writes out whatever else is dirty on that file system (e.g.
+Spark's local directories when they share it); ``DBLOG_PUBLISH_SYNC=fsync`` makes the
+publish fsync path by path instead. Paths a publish removes (a rerun's leftovers, nights past a dataset's
 retention) are renamed into ``.published/trash/`` (one ``rename`` each, inside the version
 being built) and deleted after the swap, when no version names them any more.
 
@@ -232,7 +234,7 @@ def _syncfs(path: Path) -> bool:
     platform has no ``syncfs`` (the caller then fsyncs file by file). An error of the call
     itself (e.g. EIO: data could not be written) is raised, never ignored."""
     global _LIBC
-    if os.environ.get("DBLOG_PUBLISH_SYNC") == "fsync":     # force the per-file way (tests)
+    if os.environ.get("DBLOG_PUBLISH_SYNC") == "fsync":     # path by path (module docstring)
         return False
     if _LIBC is None:
         name = ctypes.util.find_library("c")
