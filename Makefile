@@ -25,7 +25,7 @@ run: $(STAMP)
 	$(BIN)/dblog run --date $(DATE) --data-root $(DATA)
 
 test: $(STAMP) browser-deps
-	$(BIN)/python -m pytest -q --durations=40
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=40
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not spark and not airflow and not browser"

@@ -18,6 +18,20 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
+# The test files that take minutes, longest first. `make test` runs the suite on two
+# pytest-xdist workers, a file at a time per worker (``--dist loadfile``, in collection
+# order): these start first so that the two workers finish together.
+SLOW_FIRST = ("test_browser.py", "test_pipeline.py", "test_airflow_dags_test.py", "test_history.py",
+              "test_mirror.py", "test_ordering.py", "test_landing_night.py", "test_bench.py",
+              "test_decode_ranges.py", "test_validation_suites.py", "test_validation_nights.py",
+              "test_publish.py", "test_report.py")
+
+
+def pytest_collection_modifyitems(session, config, items):
+    rank = {name: i for i, name in enumerate(SLOW_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))   # stable: in-file order kept
+
+
 @pytest.fixture(scope="session")
 def spark():
     from dblog.spark import get_session
