@@ -60,11 +60,12 @@ the tests use it to prove the above. Steps: see ``FAILPOINTS``.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import datetime as _dt
 import errno
 import fcntl
-import ctypes
-import ctypes.util
+import functools
 import json
 import os
 import re
@@ -166,7 +167,8 @@ class _Writer:
         path = self.top / rel
         if path.is_dir() and not path.is_symlink():
             if self.trash is not None:       # one rename; the files go after the swap
-                self.trash.mkdir(parents=True, exist_ok=True)
+                if not self.trash.is_dir():
+                    self.trash.mkdir(parents=True)
                 os.rename(path, self.trash / uuid.uuid4().hex)
             else:
                 shutil.rmtree(path)
@@ -226,23 +228,24 @@ class _Writer:
                 _fsync_dir(d)
 
 
-_LIBC = None
+@functools.cache
+def _syncfs_call():
+    """libc's ``syncfs`` (None when this platform has none)."""
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name, use_errno=True) if name else None
+    except OSError:
+        return None
+    return getattr(libc, "syncfs", None)
 
 
 def _syncfs(path: Path) -> bool:
     """``syncfs(2)`` on the file system holding ``path``: True when done, False when this
     platform has no ``syncfs`` (the caller then fsyncs file by file). An error of the call
     itself (e.g. EIO: data could not be written) is raised, never ignored."""
-    global _LIBC
     if os.environ.get("DBLOG_PUBLISH_SYNC") == "fsync":     # path by path (module docstring)
         return False
-    if _LIBC is None:
-        name = ctypes.util.find_library("c")
-        try:
-            _LIBC = ctypes.CDLL(name, use_errno=True) if name else False
-        except OSError:
-            _LIBC = False
-    fn = getattr(_LIBC, "syncfs", None) if _LIBC else None
+    fn = _syncfs_call()
     if fn is None:
         return False
     fd = os.open(path, os.O_RDONLY)

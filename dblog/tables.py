@@ -111,13 +111,11 @@ def _raw(value) -> str:
 
 
 def _text(value):
-    """A field of an image as text: strings and numbers as written, objects and arrays as
-    their compact JSON."""
-    if value is None or isinstance(value, str):
-        return value if type(value) is str or value is None else str(value)
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return _raw(value)
+    """A field of an image as text: strings and numbers as written, booleans, objects and
+    arrays as their compact JSON."""
+    if value is None:
+        return None
+    return str(value) if isinstance(value, str) else _raw(value)
 
 
 def image_fields(texts: list, names: list[str]) -> list[list]:
