@@ -31,7 +31,11 @@ CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
 CHROME_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                "--disable-quic", "--no-first-run", "--disable-component-update", "--disable-sync",
                "--window-size=1600,1000"]
-RUNS_TIMEOUT = 30 * 60  # three nights; about 6 min on an idle 2-core machine
+# Three nights take about 7 min on an idle 2-core machine, 13-15 min next to the other
+# pytest worker. The wait gives up when nothing moved for STALL_TIMEOUT (a hang) or after
+# RUNS_TIMEOUT in all (too slow), and then says where each run stood.
+RUNS_TIMEOUT = 45 * 60
+STALL_TIMEOUT = 15 * 60
 
 
 def wait_for(what: str, check, timeout: float, every: float = 2.0):
@@ -65,6 +69,91 @@ class Api:
     def runs(self) -> list[dict]:
         return self.get("/dags/dblog_nightly/dagRuns", limit=100, order_by="logical_date")["dag_runs"]
 
+    def task_instances(self, run_id: str) -> list[dict]:
+        return self.get(f"/dags/dblog_nightly/dagRuns/{run_id}/taskInstances",
+                        limit=100)["task_instances"]
+
+
+def progress(api: Api) -> tuple[list[dict], tuple]:
+    """The runs, and a fingerprint of where their tasks are (changes whenever one moves)."""
+    runs = api.runs()
+    marks = []
+    for r in runs:
+        for ti in api.task_instances(r["dag_run_id"]):
+            marks.append((r["dag_run_id"], ti["task_id"], ti.get("map_index", -1), ti["state"],
+                          ti.get("try_number")))
+    return runs, tuple(sorted(marks, key=str))
+
+
+def _log_text(line: str) -> str:
+    """A task log line (JSON in Airflow 3) as its time and message."""
+    try:
+        rec = json.loads(line)
+        return f"{rec.get('timestamp', '')[11:19]} {rec.get('level', '')}: {rec.get('event', '')}"
+    except (ValueError, AttributeError):
+        return line
+
+
+def where_runs_stand(api: Api, home: Path, log: Path, lines: int = 15) -> str:
+    """What a failed wait reports: every run and its tasks (state, try, seconds), the end of
+    the log of each task that failed, is retrying or still runs, and the standalone log's
+    last errors."""
+    out = []
+    try:
+        for r in api.runs():
+            out.append(f"run {r['dag_run_id']} ({r['logical_date'][:10]}): {r['state']}")
+            for ti in sorted(api.task_instances(r["dag_run_id"]), key=lambda t: t.get("start_date") or "~"):
+                if ti["state"] is None:
+                    continue
+                dur = ti.get("duration")
+                out.append(f"  {ti['task_id']}[{ti.get('map_index', -1)}] {ti['state']} "
+                           f"try {ti.get('try_number')} {'' if dur is None else f'{dur:.0f} s'}")
+                if ti["state"] in ("failed", "up_for_retry", "running", "upstream_failed") or \
+                        (ti.get("try_number") or 0) > 1:
+                    pattern = f"dag_id=dblog_nightly/run_id={r['dag_run_id']}/task_id={ti['task_id']}/**/attempt=*.log"
+                    for f in sorted(home.glob("logs/" + pattern))[-2:]:
+                        tail = [_log_text(t) for t in f.read_text(errors="replace").splitlines()[-lines:]]
+                        out.append(f"    --- {f.relative_to(home)} (last {len(tail)} lines)")
+                        out.extend("    " + t[:300] for t in tail)
+    except Exception as exc:  # noqa: BLE001 - the report must not hide the failure
+        out.append(f"(could not ask the API: {exc!r})")
+    try:
+        errors = [t for t in log.read_text(errors="replace").splitlines()
+                  if "http.access" not in t and any(k in t for k in ("[error", "Traceback", "rror:", "killed", "Killed"))]
+        out.append(f"--- standalone.log: {len(errors)} error lines, the last {min(lines, len(errors))}")
+        out.extend(t[:300] for t in errors[-lines:])
+    except OSError as exc:
+        out.append(f"(no standalone log: {exc!r})")
+    return "\n".join(out)
+
+
+def wait_for_runs(api: Api, home: Path, log: Path, expected: int) -> list[dict]:
+    """Wait until every run finished. Fails at once when a run failed, when nothing moved for
+    STALL_TIMEOUT, or after RUNS_TIMEOUT, with where each run stood."""
+    start = moved = time.monotonic()
+    last = None
+    while True:
+        try:
+            runs, marks = progress(api)
+        except Exception:  # noqa: BLE001 - the API busy for a moment: ask again
+            runs, marks = None, last
+        now = time.monotonic()
+        if marks != last:
+            last, moved = marks, now
+        if runs is not None and len(runs) == expected and all(r["state"] == "success" for r in runs):
+            return runs
+        why = None
+        if runs is not None and any(r["state"] == "failed" for r in runs):
+            why = "a run failed"
+        elif now - moved > STALL_TIMEOUT:
+            why = f"no task moved for {STALL_TIMEOUT / 60:.0f} min"
+        elif now - start > RUNS_TIMEOUT:
+            why = f"the runs did not finish in {RUNS_TIMEOUT / 60:.0f} min"
+        if why:
+            raise AssertionError(f"{why} ({now - start:.0f} s after the backfill):\n"
+                                 + where_runs_stand(api, home, log))
+        time.sleep(10)
+
 
 @pytest.fixture
 def airflow_server(tmp_path):
@@ -92,7 +181,7 @@ def airflow_server(tmp_path):
         api = Api(base, "admin", password)
         wait_for("the DAG to be parsed", lambda: api.get("/dags/dblog_nightly"), 240)
         yield {"base": base, "password": password, "api": api, "data": data, "env": env,
-               "home": home}
+               "home": home, "log": tmp_path / "standalone.log"}
     finally:
         stop(proc)
         kill_leftovers(str(home))
@@ -220,12 +309,9 @@ def _trigger_and_backfill(airflow_server, browser):
     ui.find_text("Run Backfill").click()
     wait_for("the backfill's runs", lambda: len(api.runs()) == 3, 60)
     ui.grid("04_grid_running")
+    ui.d.get("about:blank")   # while waiting: the grid's polling would cost the api-server CPU
 
-    def finished():
-        runs = api.runs()
-        return runs if all(r["state"] in ("success", "failed") for r in runs) else None
-
-    runs = wait_for("all runs to finish", finished, RUNS_TIMEOUT, 10)
+    runs = wait_for_runs(api, srv["home"], srv["log"], expected=3)
     took = time.monotonic() - t0
     ui.grid("05_grid_finished")
     assert [(r["run_type"], r["state"]) for r in runs] == [
