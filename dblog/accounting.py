@@ -28,6 +28,7 @@ AUDIT_EXTRA_DDL = (
     "entry STRING, bytes_read LONG, bytes_decoded LONG, bytes_quarantined LONG, bytes_skipped LONG, "
     "lost BOOLEAN, accepted_loss BOOLEAN, duplicate_of STRING, reason STRING")
 DUPLICATE_POSITION = "duplicate_position"
+DUPLICATE_BROADCAST_MAX = 200_000   # repeated positions up to which they are broadcast
 POSITION_KINDS = ("change", "segment", "begin", "commit", "abort", "undo")
 REASON_LIMIT = 1000
 
@@ -100,12 +101,23 @@ def quarantine_duplicate_positions(spark, ev, manifest: dict):
 
     candidate = F.col("position").isNotNull() & F.col("kind").isin(*POSITION_KINDS)
     key = ["source", "position", "_sn"]
-    ev = ev.withColumn("_sn", F.coalesce(F.col("seg_num"), F.lit(0)))
-    # positions met more than once: one narrow aggregation; usually none, so the rows that
-    # need ranking (a window) are only those of repeated positions
-    repeated = ev.filter(candidate).groupBy(*key).count().filter(F.col("count") > 1) \
+    sn = F.coalesce(F.col("seg_num"), F.lit(0))
+    # positions met more than once: one narrow aggregation (it reads four columns), counted
+    # first. Usually there are none and the events are returned as read: no wide row is
+    # shuffled or joined, and every later step reads only the columns it needs. A few are
+    # broadcast; only a night with more than DUPLICATE_BROADCAST_MAX of them joins by a
+    # shuffle, and then keeps the result (memory, spilled to disk) so that the shuffle
+    # runs once (the caller's ``unpersist`` frees it).
+    repeated = ev.filter(candidate).select("source", "position", sn.alias("_sn")) \
+        .groupBy(*key).count().filter(F.col("count") > 1) \
         .select(*key, F.lit(True).alias("_dk"))
-    marked = ev.join(repeated, key, "left")
+    n_repeated = repeated.count()
+    if n_repeated == 0:
+        return ev
+    columns = ev.columns
+    ev = ev.withColumn("_sn", sn)
+    marked = ev.join(F.broadcast(repeated) if n_repeated <= DUPLICATE_BROADCAST_MAX else repeated,
+                     key, "left")
     plain = marked.filter(F.col("_dk").isNull()).drop("_dk", "_sn")
     order = local_frame(spark,
         [(s["name"], a["file"], i) for s in manifest["sources"] for i, a in enumerate(s["archives"])],
@@ -130,4 +142,9 @@ def quarantine_duplicate_positions(spark, ev, manifest: dict):
     for c in ("trx_id", "trx_end", "commit_position", "op", "seg_key", "undo_of"):
         out = out.withColumn(c, F.when(dup, F.lit(None).cast("string")).otherwise(F.col(c)))
     out = out.drop("_cand", "_rank", "_first", "archive_index", "_dk", "_sn")
-    return plain.unionByName(out)
+    result = plain.unionByName(out).select(*columns)
+    if n_repeated > DUPLICATE_BROADCAST_MAX:
+        from pyspark import StorageLevel
+
+        result = result.persist(StorageLevel.MEMORY_AND_DISK)
+    return result

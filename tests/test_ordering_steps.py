@@ -266,6 +266,56 @@ def test_quarantine_rows_from_decoder_segments_and_orphans(spark):
     same(got, want)
 
 
+# ----------------------------------------------------------------- repeated positions
+
+@pytest.mark.parametrize("path", ["broadcast", "shuffle"])
+def test_repeated_positions_quarantined_after_their_first_reading(spark, monkeypatch, path):
+    from dblog import accounting
+
+    if path == "shuffle":       # more repeated positions than are broadcast
+        monkeypatch.setattr(accounting, "DUPLICATE_BROADCAST_MAX", 0)
+    a, b = "s1/2026-11-01/a.csv", "s1/2026-11-01/b.csv"
+    manifest = {"sources": [{"name": "s1", "archives": [{"file": a}, {"file": b}]},
+                            {"name": "s2", "archives": []}]}
+    ev = events(spark, [
+        {"kind": "change", "trx_id": "1", "position": "0010", "archive_file": b, "op": "c"},
+        {"kind": "change", "trx_id": "1", "position": "0010", "archive_file": a, "op": "c"},
+        {"kind": "change", "trx_id": "2", "position": "0020", "archive_file": a, "from_state": True},
+        {"kind": "change", "trx_id": "2", "position": "0020", "archive_file": a},
+        {"kind": "segment", "trx_id": "3", "position": "0030", "seg_num": 1, "seg_key": "k"},
+        {"kind": "segment", "trx_id": "3", "position": "0030", "seg_num": 2, "seg_key": "k"},
+        {"kind": "skip", "position": "0040"},
+        {"kind": "skip", "position": "0040"},
+        {"kind": "change", "trx_id": "1", "position": "0010", "source": "s2"},
+    ])
+    got = accounting.quarantine_duplicate_positions(spark, ev, manifest)
+    assert got.columns == ev.columns
+    rows = sorted((r["source"], r["position"], r["archive_file"][-5:], r["from_state"], r["kind"],
+                   r["trx_id"], r["error_class"], r["message"]) for r in got.collect())
+    assert rows == [
+        ("s1", "0010", "a.csv", False, "change", "1", None, None),
+        ("s1", "0010", "b.csv", False, "quarantine", None, "duplicate_position",
+         f"position 0010 was already read at {a} offset 10: the record is not decoded twice"),
+        ("s1", "0020", "a.csv", False, "quarantine", None, "duplicate_position",
+         f"position 0020 was already read at {a} offset 20: the record is not decoded twice"),
+        ("s1", "0020", "a.csv", True, "change", "2", None, None),
+        ("s1", "0030", "a.csv", False, "segment", "3", None, None),
+        ("s1", "0030", "a.csv", False, "segment", "3", None, None),
+        ("s1", "0040", "a.csv", False, "skip", None, None, None),
+        ("s1", "0040", "a.csv", False, "skip", None, None, None),
+        ("s2", "0010", "a.csv", False, "change", "1", None, None),
+    ]
+
+
+def test_no_repeated_positions_returns_the_events_as_read(spark):
+    from dblog.accounting import quarantine_duplicate_positions
+
+    ev = events(spark, [{"kind": "change", "trx_id": "1", "position": f"{i:04d}"} for i in range(5)]
+                + [{"kind": "skip", "position": "0001"}])
+    got = quarantine_duplicate_positions(spark, ev, {"sources": [{"name": "s1", "archives": []}]})
+    assert got is ev        # nothing joined, nothing shuffled
+
+
 # ----------------------------------------------------------------- held state
 
 def test_held_rows_are_every_row_of_open_transactions(spark):

@@ -111,7 +111,6 @@ def write_transactions(spark, ev, groups, work: Path):
 def order_stage(spark, manifest: dict, run_dir: Path) -> dict:
     """Write changes, transactions, quarantine, audit and next state under ``run_dir``.
     Returns per source: commit_seq range and counts (small)."""
-    from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     run_dir = Path(run_dir)
@@ -119,9 +118,10 @@ def order_stage(spark, manifest: dict, run_dir: Path) -> dict:
     run_id, date = manifest["run_id"], manifest["date"]
     seq_base = {s["name"]: int(s["seq_base"]) for s in manifest["sources"]}
 
-    # the night's events with the held rows, repeated positions marked, are computed once
-    # (kept in memory, spilled to disk when large): the hooks and every step read them
-    read = read_events(spark, manifest, run_dir).persist(StorageLevel.MEMORY_AND_DISK)
+    # the night's events with the held rows, repeated positions marked: every step reads
+    # them from the decoded Parquet again, only the columns it needs (no cache of the wide
+    # rows; a night with many repeated positions keeps its marked rows, see accounting)
+    read = read_events(spark, manifest, run_dir)
     ev = resolve(spark, read, manifest, work)
     groups = write_segments(spark, ev, manifest, work)
     trx = write_transactions(spark, ev, groups, work)
