@@ -81,3 +81,17 @@ def test_split_size_setting(monkeypatch):
         D.split_bytes()
     monkeypatch.delenv(D.SPLIT_ENV)
     assert D.split_bytes() == 32 << 20
+
+
+def test_split_target_follows_the_cores(monkeypatch):
+    monkeypatch.delenv(D.SPLIT_ENV, raising=False)
+    mib = 1 << 20
+    # the night's bytes per core, between 4 and 32 MiB
+    assert D.split_target(100 * mib, 1) == 32 * mib           # not above the largest range
+    assert D.split_target(100 * mib, 8) == 12.5 * mib
+    assert D.split_target(100 * mib, 32) == 4 * mib           # not below the smallest
+    assert D.split_target(1 * mib, 2) == 4 * mib              # a small night is not cut
+    assert D.split_target(20 * mib, 2) == 10 * mib
+    assert D.split_target(0, 0) == 4 * mib
+    monkeypatch.setenv(D.SPLIT_ENV, str(3 * mib))             # set by hand: as set
+    assert D.split_target(100 * mib, 8) == 3 * mib
