@@ -20,6 +20,13 @@ export DBLOG_DATA_ROOT="${DBLOG_DATA_ROOT:-$DBLOG_REPO/data}"
 export PATH="$DBLOG_REPO/.venv/bin:$PATH"          # airflow, spark-submit
 export PYSPARK_PYTHON="$DBLOG_REPO/.venv/bin/python"
 export PYSPARK_DRIVER_PYTHON="$DBLOG_REPO/.venv/bin/python"
+# the embedded SQLite database: writers wait for the lock up to 2 min (pysqlite's 5 s gave
+# up under load; see dblog/airflow_sqlite.py). Not for PostgreSQL/MySQL.
+case "${AIRFLOW__DATABASE__SQL_ALCHEMY_CONN:-sqlite}" in
+  sqlite*)
+    export AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS="${AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS:-dblog.airflow_sqlite.CONNECT_ARGS}"
+    export AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS_ASYNC="${AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS_ASYNC:-dblog.airflow_sqlite.CONNECT_ARGS_ASYNC}" ;;
+esac
 export GX_ANALYTICS_ENABLED=false
 export TQDM_DISABLE=1
 mkdir -p "$AIRFLOW_HOME"

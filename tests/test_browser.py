@@ -127,9 +127,23 @@ def where_runs_stand(api: Api, home: Path, log: Path, lines: int = 15) -> str:
     return "\n".join(out)
 
 
+# what `airflow standalone` prints when a component's main loop died (it is not restarted)
+COMPONENT_DIED = ("Exception when executing SchedulerJob", "Exception when executing TriggererJob")
+
+
+def component_died(log: Path) -> str | None:
+    """The standalone log's first line saying the scheduler's or triggerer's loop died."""
+    try:
+        text = log.read_text(errors="replace")
+    except OSError:
+        return None
+    return next((line[:300] for line in text.splitlines() if any(k in line for k in COMPONENT_DIED)), None)
+
+
 def wait_for_runs(api: Api, home: Path, log: Path, expected: int) -> list[dict]:
-    """Wait until every run finished. Fails at once when a run failed, when nothing moved for
-    STALL_TIMEOUT, or after RUNS_TIMEOUT, with where each run stood."""
+    """Wait until every run finished. Fails at once when a run failed or an Airflow component
+    died, when nothing moved for STALL_TIMEOUT, or after RUNS_TIMEOUT, with where each run
+    stood."""
     start = moved = time.monotonic()
     last = None
     while True:
@@ -145,6 +159,8 @@ def wait_for_runs(api: Api, home: Path, log: Path, expected: int) -> list[dict]:
         why = None
         if runs is not None and any(r["state"] == "failed" for r in runs):
             why = "a run failed"
+        elif died := component_died(log):
+            why = f"an Airflow component stopped: {died}"
         elif now - moved > STALL_TIMEOUT:
             why = f"no task moved for {STALL_TIMEOUT / 60:.0f} min"
         elif now - start > RUNS_TIMEOUT:
