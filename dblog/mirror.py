@@ -16,14 +16,17 @@ order stage after the typed tables, in one pass over all tables and sources:
   written with, never a re-rendering of typed values.
 * Applying a night: each change becomes *key events* (``c``/``m`` upsert its after key;
   ``u`` removes its before key and upserts its after key, one event when both are the
-  same; ``d`` removes its before key) and each truncate a *table event*. Per key, the
-  events and the truncates of its table are ordered by (commit_seq, event_seq); whether the
-  key is present after an event depends on that event alone (upsert: present, removal or
-  truncate: absent), so "present before this event" is one ``lag`` over the window, seeded
-  by the previous mirror. That gives the end state of each named key, the truncates that
-  removed a present row (they name it), and the updates/deletes that found no row
-  (``mirror_missing_base``). Keys of the previous mirror that no change names are kept,
-  or removed by the table's first truncate of the night.
+  same; ``d`` removes its before key). A truncate is not an event of every key (keys x
+  truncates did not finish on a 1M night): each key event carries its *epoch*, the number
+  of its table's truncates before it (``truncate_epochs``, an equi-join on commit_seq
+  bins). Per key, the events are ordered by (commit_seq, event_seq); whether the key is
+  present after an event depends on that event alone (upsert: present, removal: absent),
+  and a step of the epoch between two events means a truncate removed it in between, so
+  "present before this event" is one ``lag`` over the window, seeded by the previous
+  mirror. That gives the end state of each named key, the truncates that removed a present
+  row (they name it: the first truncate after it was last present), and the
+  updates/deletes that found no row (``mirror_missing_base``). Keys of the previous mirror
+  that no change names are kept, or removed by the table's first truncate of the night.
 * A table the night does not change keeps its previous mirror: its ``date=D`` folder is
   made of hard links to the previous night's files (no Spark job, no rewrite). Only the
   tables changed tonight (and, on their first night, the tables seeded from an
@@ -377,7 +380,63 @@ class MirrorError(RuntimeError):
     pass
 
 
-def apply_night(spark, changes, prev, meta, date: str, keep=None):
+TRUNCATE_BROADCAST_MAX = 1_000_000   # truncates of a night broadcast (as epoch intervals) up to this
+
+
+def truncate_epochs(events, truncs, n_truncates: int | None = None):
+    """``events`` (with ``source, table_id, commit_seq, event_seq``) with ``epoch``: how many
+    truncates of its table come before it in (commit_seq, event_seq) order, and ``n_t``: the
+    table's truncates that night (0 for a table without any). ``truncs``: (source, table_id,
+    commit_seq, event_seq) of the night's truncates.
+
+    An equi-join, never events x truncates: the truncates of a table cut its positions into
+    intervals (epoch k from the k-th truncate to the next); each interval is listed once for
+    every commit_seq *bin* it overlaps, bins of ``B`` = the table's commit_seq span /
+    its number of truncates, so the intervals make at most about 2 x truncates rows; an event
+    joins the intervals of its (table, bin) and keeps the one holding its position. Events
+    before the first truncate have epoch 0, after the last the table's count. The intervals
+    are broadcast when ``n_truncates`` (the night's count, if known) is at most
+    ``TRUNCATE_BROADCAST_MAX``."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    ids = ["source", "table_id"]
+    cs, es = F.col("commit_seq"), F.col("event_seq")
+    per_table = Window.partitionBy(*ids).orderBy(cs, es)
+    numbered = truncs.select(*ids, cs, es, F.row_number().over(per_table).alias("tnum"),
+                             F.lead(cs).over(per_table).alias("n_cs"),
+                             F.lead(es).over(per_table).alias("n_es"))
+    stats = truncs.groupBy(*ids).agg(
+        F.count(F.lit(1)).alias("n_t"), F.max(F.struct(cs, es)).alias("last_t"),
+        F.greatest(F.lit(1), F.floor((F.max(cs) - F.min(cs)) / F.count(F.lit(1)))).cast("long")
+        .alias("bin_w"))
+    intervals = numbered.filter(F.col("n_cs").isNotNull()).join(stats.select(*ids, "bin_w"), ids) \
+        .select(*ids, F.col("tnum").alias("k"), cs.alias("lo_cs"), es.alias("lo_es"),
+                F.col("n_cs").alias("hi_cs"), F.col("n_es").alias("hi_es"),
+                F.explode(F.sequence(F.floor(cs / F.col("bin_w")).cast("long"),
+                                     F.floor(F.col("n_cs") / F.col("bin_w")).cast("long")))
+                .alias("bin"))
+    small = n_truncates is not None and n_truncates <= TRUNCATE_BROADCAST_MAX
+    if small:
+        stats, intervals = F.broadcast(stats), F.broadcast(intervals)
+    ev = events.join(stats, ids, "left") \
+        .withColumn("bin", F.floor(cs / F.col("bin_w")).cast("long"))
+    iv = intervals.alias("iv")
+    after = lambda c_cs, c_es: (cs > c_cs) | ((cs == c_cs) & (es > c_es))   # noqa: E731
+    cond = [ev[c] == iv[c] for c in ids + ["bin"]] + [
+        after(F.col("iv.lo_cs"), F.col("iv.lo_es")),
+        ~after(F.col("iv.hi_cs"), F.col("iv.hi_es"))]
+    out = ev.join(iv, cond, "left")
+    last_t = F.col("last_t")
+    epoch = F.when(F.col("n_t").isNull(), 0) \
+        .when(after(last_t["commit_seq"], last_t["event_seq"]), F.col("n_t")) \
+        .otherwise(F.coalesce(F.col("iv.k"), F.lit(0)))
+    return out.select(*[ev[c] for c in events.columns],
+                      epoch.cast("long").alias("epoch"),
+                      F.coalesce(F.col("n_t"), F.lit(0)).cast("long").alias("n_t")), numbered
+
+
+def apply_night(spark, changes, prev, meta, date: str, keep=None, n_truncates: int | None = None):
     """The night's changes applied to the previous mirror rows.
 
     ``changes``: staged changes (source, table_id, commit_seq, event_seq, op, before, after)
@@ -385,7 +444,16 @@ def apply_night(spark, changes, prev, meta, date: str, keep=None):
     tonight; ``meta``: ``key_meta``. Returns (new rows of those tables, net changes,
     missing-base counts per table). DataFrame -> DataFrame, no action. ``keep``: a function
     (e.g. ``persist``) applied to the two intermediate frames the three results share (the
-    key events after the window, and one row per key), so that they are computed once."""
+    key events after the window, and one row per key), so that they are computed once.
+    ``n_truncates``: the night's number of truncates when known (``truncate_epochs``).
+
+    Truncates are not events of every key (that was keys x truncates): each key event
+    carries its ``epoch`` (``truncate_epochs``). In the window of a key, a step of the epoch
+    between two events (or from the start) means a truncate came between them: the key is
+    absent before the later event, and the first of those truncates names the key if it was
+    present. After the key's last event, a table with more truncates removes it if present
+    (the next truncate names it). So a key has its events plus at most one truncate per
+    event."""
     keep = keep or (lambda df: df)
     from pyspark.sql import Window
     from pyspark.sql import functions as F
@@ -402,24 +470,35 @@ def apply_night(spark, changes, prev, meta, date: str, keep=None):
     rms = ch.filter(((F.col("op") == "d") | (is_u & ~same)) & F.col("before").isNotNull()).select(
         *ids, F.col("kb").alias("key"), cs, es, F.lit(0).alias("sub"), F.lit("rm").alias("act"),
         F.lit(None).cast("string").alias("row"), F.lit(True).alias("check"))
-    key_events = ups.unionByName(rms)
     truncs = ch.filter(F.col("op") == "t").select(*ids, cs, es)
+    key_events, numbered = truncate_epochs(ups.unionByName(rms), truncs, n_truncates)
     named = key_events.select(*ids, "key").distinct()
-    tl = key_events.unionByName(
-        named.join(truncs, ids).select(
-            *ids, "key", cs, es, F.lit(0).alias("sub"), F.lit("t").alias("act"),
-            F.lit(None).cast("string").alias("row"), F.lit(False).alias("check")))
     start = prev.select(*ids, "key", F.col("row").alias("p_row"))
-    tl = tl.join(start.select(*ids, "key", F.lit(True).alias("in_prev")), ids + ["key"], "left") \
+    tl = key_events.join(start.select(*ids, "key", F.lit(True).alias("in_prev")), ids + ["key"], "left") \
         .withColumn("in_prev", F.coalesce("in_prev", F.lit(False)))
     w = Window.partitionBy(*ids, "key").orderBy(cs, es, "sub")
     present_after = F.col("act") == "up"
-    tl = tl.withColumn("present_before", F.coalesce(F.lag(present_after).over(w), F.col("in_prev"))) \
-        .withColumn("names", (F.col("act") != "t") | F.col("present_before")) \
+    prior = F.coalesce(F.lag(present_after).over(w), F.col("in_prev"))
+    prev_epoch = F.coalesce(F.lag("epoch").over(w), F.lit(0))
+    gap = F.col("epoch") > prev_epoch
+    tl = tl.withColumn("present_before", ~gap & prior) \
+        .withColumn("gap_t", F.when(gap & prior, prev_epoch + 1)) \
+        .withColumn("tail_t", F.when(F.lead("act").over(w).isNull() & present_after
+                                     & (F.col("n_t") > F.col("epoch")), F.col("epoch") + 1)) \
+        .withColumn("names", F.lit(True)) \
         .withColumn("missing_base", F.col("check") & ~F.col("present_before"))
     tl = keep(tl)
+    # the truncates that named a key: the first after each epoch step where the key was there
+    t_names = tl.filter(F.col("gap_t").isNotNull()).select(*ids, "key", "in_prev", F.col("gap_t").alias("tnum")) \
+        .unionByName(tl.filter(F.col("tail_t").isNotNull())
+                     .select(*ids, "key", "in_prev", F.col("tail_t").alias("tnum"))) \
+        .join(numbered.select(*ids, "tnum", cs, es), ids + ["tnum"]) \
+        .select(*ids, "key", cs, es, F.lit(0).alias("sub"), F.lit("t").alias("act"),
+                F.lit(None).cast("string").alias("row"), F.lit(True).alias("names"), "in_prev")
+    cols = [*ids, "key", "commit_seq", "event_seq", "sub", "act", "row", "names", "in_prev"]
+    timeline = tl.select(*cols).unionByName(t_names)
     order = F.struct(cs, es, "sub")
-    per_key = tl.groupBy(*ids, "key").agg(
+    per_key = timeline.groupBy(*ids, "key").agg(
         F.sum(F.col("names").cast("long")).alias("n_changes"),
         F.min(F.when(F.col("names"), cs)).alias("first_commit_seq"),
         F.max(F.when(F.col("names"), cs)).alias("last_commit_seq"),
@@ -435,8 +514,7 @@ def apply_night(spark, changes, prev, meta, date: str, keep=None):
         F.when(end_present, F.col("last.row")).alias("after"),
         "first_commit_seq", "last_commit_seq", "n_changes").filter(F.col("net_op").isNotNull())
     # rows of the previous mirror that no change names: kept, or removed by the first truncate
-    first_trunc = truncs.groupBy(*ids).agg(F.min(F.struct(cs, es)).alias("ft")) \
-        .select(*ids, F.col("ft.commit_seq").alias("t_seq"))
+    first_trunc = numbered.filter(F.col("tnum") == 1).select(*ids, F.col("commit_seq").alias("t_seq"))
     unnamed = prev.join(named, ids + ["key"], "left_anti").join(first_trunc, ids, "left")
     net_trunc = unnamed.filter(F.col("t_seq").isNotNull()).select(
         *ids, "key", F.lit("d").alias("net_op"), F.col("row").alias("before"),
@@ -510,9 +588,11 @@ def mirror_stage(spark, manifest: dict, run_dir: Path) -> dict:
         changes = read_staged(spark, run_dir, CHANGES).select(
             "source", "table_id", "commit_seq", "event_seq", "op", "before", "after") \
             .filter(F.col("source").isin(*sorted(building)))
-        changed = {(r["source"], r["table_id"]) for r in
-                   changes.filter(F.col("op").isin(*ROW_OPS)).select("source", "table_id")
-                   .distinct().collect()} & set(by_id)
+        # one row per table changed tonight (small): which, and how many truncates
+        per_table = changes.filter(F.col("op").isin(*ROW_OPS)).groupBy("source", "table_id") \
+            .agg(F.sum((F.col("op") == "t").cast("long")).alias("n_t")).collect()
+        changed = {(r["source"], r["table_id"]) for r in per_table} & set(by_id)
+        n_truncates = sum(int(r["n_t"]) for r in per_table if (r["source"], r["table_id"]) in changed)
         # the previous rows of the tables rewritten tonight; the others are linked as they are
         prev_parts, rewrite = [], set(changed)
         for t in live:
@@ -545,7 +625,7 @@ def mirror_stage(spark, manifest: dict, run_dir: Path) -> dict:
             kept.append(df.persist(StorageLevel.MEMORY_AND_DISK))
             return kept[-1]
 
-        rows, net, missing = apply_night(spark, night, prev, meta, date, keep)
+        rows, net, missing = apply_night(spark, night, prev, meta, date, keep, n_truncates)
         specs = mirror_specs([by_id[i] for i in sorted(rewrite)], run_dir, date)
         written: list = []
         missed: list = []

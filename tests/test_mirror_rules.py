@@ -149,3 +149,122 @@ def test_truncate_names_every_key_it_removes(spark):
     assert net == {'{"ID": 1}': ("u", p1, _row(1, "a3"), 20, 24, 3),
                    '{"ID": 2}': ("d", p2, None, 21, 21, 1)}
     assert missing == {}
+
+
+def _reference(prev_rows: dict, changes: list) -> tuple[dict, dict, dict]:
+    """SPEC section 5 applied one change at a time, per table (the model ``apply_night`` must
+    equal): ``prev_rows`` {(table, id): row}; changes (table, cs, es, op, before, after)."""
+    cur = dict(prev_rows)
+    when = {k: (1, "2026-10-31") for k in prev_rows}
+    named: dict = {}
+    missing: dict = {}
+
+    def name(k, cs):
+        n = named.setdefault(k, [0, cs, cs])
+        n[0] += 1
+        n[1], n[2] = min(n[1], cs), max(n[2], cs)
+
+    for table, cs, es, op, before, after in sorted(changes, key=lambda c: (c[1], c[2])):
+        kb = (table, json.loads(before)["ID"]) if before else None
+        ka = (table, json.loads(after)["ID"]) if after else None
+        if op == "t":
+            for k in [k for k in cur if k[0] == table]:
+                name(k, cs)
+                del cur[k], when[k]
+            continue
+        if op == "d" or (op == "u" and kb is not None and kb != ka):
+            if kb not in cur:
+                missing[table] = missing.get(table, 0) + 1
+            name(kb, cs)
+            cur.pop(kb, None)
+        if op in ("c", "m", "u") and after is not None:
+            if op == "u" and (kb is None or kb == ka) and ka not in cur:
+                missing[table] = missing.get(table, 0) + 1
+            name(ka, cs)
+            cur[ka], when[ka] = after, (cs, "2026-11-01")
+    net = {}
+    for k, (n, first, last) in named.items():
+        was, now = k in prev_rows, k in cur
+        op = "u" if was and now else "c" if now else "d" if was else None
+        if op:
+            net[k] = (op, prev_rows.get(k), cur.get(k), first, last, n)
+    rows = {k: (r, *when[k]) for k, r in cur.items()}
+    return rows, net, missing
+
+
+@pytest.mark.parametrize("seed,broadcast", [(1, True), (2, False)])
+def test_apply_night_equals_one_change_at_a_time(spark, seed, broadcast):
+    """Random nights over two tables, many truncates (clustered in one transaction, at the
+    start, at the end), moved keys, deletes of absent keys: ``apply_night`` (truncate epochs,
+    no keys x truncates) equals the rules applied one change at a time."""
+    from dblog.mirror import ROWS_DDL, apply_night, key_meta
+
+    rng = random.Random(seed)
+    tables = ["1", "2"]
+    prev_rows = {(t, i): _row(i, f"p{t}{i}") for t in tables for i in range(12) if rng.random() < 0.6}
+    changes, cs = [], 100
+    state = {k for k in prev_rows}
+    for _ in range(400):
+        cs += rng.choice((0, 1, 1, 2, 40))
+        es = sum(1 for c in changes if c[1] == cs) + 1
+        t = rng.choice(tables)
+        i, j = rng.randrange(14), rng.randrange(14)
+        r = rng.random()
+        if r < 0.07 or (cs > 1000 and r < 0.3):
+            changes.append((t, cs, es, "t", None, None))
+            state = {k for k in state if k[0] != t}
+        elif r < 0.35:
+            changes.append((t, cs, es, "c" if rng.random() < 0.8 else "m", None, _row(i, f"v{cs}.{es}")))
+            state.add((t, i))
+        elif r < 0.7:
+            moved = j if rng.random() < 0.25 else i
+            changes.append((t, cs, es, "u", _row(i, "old"), _row(moved, f"u{cs}.{es}")))
+            state.discard((t, i))
+            state.add((t, moved))
+        else:
+            changes.append((t, cs, es, "d", _row(i, "old"), None))
+            state.discard((t, i))
+    changes += [("1", cs + 1, k, "t", None, None) for k in range(1, 6)]          # five in one commit
+    changes += [("2", 99, 1, "t", None, None), ("2", cs + 2, 1, "c", None, _row(3, "last"))]
+    want_rows, want_net, want_missing = _reference(prev_rows, changes)
+
+    meta = key_meta(spark, [{"source": "s", "table_id": t, "schema_name": "S", "table_name": f"T{t}",
+                             "key": ["ID"], "columns": list(SMALL)} for t in tables])
+    prev = spark.createDataFrame([("s", t, json.dumps({"ID": i}), r, 1, "2026-10-31")
+                                  for (t, i), r in prev_rows.items()], ROWS_DDL)
+    ch = spark.createDataFrame([("s", t, c, e, op, b, a) for t, c, e, op, b, a in changes],
+                               "source STRING, table_id STRING, commit_seq LONG, event_seq INT, "
+                               "op STRING, before STRING, after STRING")
+    n_t = sum(1 for c in changes if c[3] == "t")
+    for hint in [n_t if broadcast else None]:      # the intervals broadcast, or left to Spark
+        rows, net, missing = apply_night(spark, ch, prev, meta, "2026-11-01", n_truncates=hint)
+        got_rows = {(r["table_id"], json.loads(r["row"])["ID"]): (r["row"], r["_commit_seq"], r["_date"])
+                    for r in rows.collect()}
+        got_net = {(r["table_id"], json.loads(r["key"])["ID"]):
+                   (r["net_op"], r["before"], r["after"], r["first_commit_seq"], r["last_commit_seq"],
+                    r["n_changes"]) for r in net.collect()}
+        assert got_rows == want_rows
+        assert got_net == want_net
+        assert {r["table_id"]: r["mirror_missing_base"] for r in missing.collect()} == want_missing
+    assert sum(1 for v in want_net.values() if v[0] == "d") > 3 and n_t > 20
+
+
+def test_truncate_epochs_count_the_truncates_before_each_event(spark):
+    from dblog.mirror import truncate_epochs
+
+    ev = spark.createDataFrame(
+        [("s", t, c, e) for t in ("1", "2", "3") for c in range(0, 60, 3) for e in (1, 2)],
+        "source STRING, table_id STRING, commit_seq LONG, event_seq INT")
+    tr = [("1", 10, 3), ("1", 10, 5), ("1", 11, 1), ("1", 45, 2), ("2", 30, 2), ("2", 30, 9)]
+    truncs = spark.createDataFrame([("s", t, c, e) for t, c, e in tr],
+                                   "source STRING, table_id STRING, commit_seq LONG, event_seq INT")
+    for hint in (len(tr), None):
+        got, numbered = truncate_epochs(ev, truncs, hint)
+        rows = got.collect()
+        assert len(rows) == ev.count()
+        for r in rows:
+            want = sum(1 for t, c, e in tr if t == r["table_id"] and (c, e) < (r["commit_seq"], r["event_seq"]))
+            assert r["epoch"] == want, r
+            assert r["n_t"] == sum(1 for t, *_ in tr if t == r["table_id"])
+    assert sorted((r["table_id"], r["tnum"], r["commit_seq"]) for r in numbered.collect()) == [
+        ("1", 1, 10), ("1", 2, 10), ("1", 3, 11), ("1", 4, 45), ("2", 1, 30), ("2", 2, 30)]
