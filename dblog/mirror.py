@@ -470,8 +470,12 @@ def apply_night(spark, changes, prev, meta, date: str, keep=None, n_truncates: i
     rms = ch.filter(((F.col("op") == "d") | (is_u & ~same)) & F.col("before").isNotNull()).select(
         *ids, F.col("kb").alias("key"), cs, es, F.lit(0).alias("sub"), F.lit("rm").alias("act"),
         F.lit(None).cast("string").alias("row"), F.lit(True).alias("check"))
-    truncs = ch.filter(F.col("op") == "t").select(*ids, cs, es)
-    key_events, numbered = truncate_epochs(ups.unionByName(rms), truncs, n_truncates)
+    if n_truncates == 0:      # known: no truncate tonight, no epochs to find
+        key_events, numbered = ups.unionByName(rms).withColumn("epoch", F.lit(0).cast("long")) \
+            .withColumn("n_t", F.lit(0).cast("long")), None
+    else:
+        truncs = ch.filter(F.col("op") == "t").select(*ids, cs, es)
+        key_events, numbered = truncate_epochs(ups.unionByName(rms), truncs, n_truncates)
     named = key_events.select(*ids, "key").distinct()
     start = prev.select(*ids, "key", F.col("row").alias("p_row"))
     tl = key_events.join(start.select(*ids, "key", F.lit(True).alias("in_prev")), ids + ["key"], "left") \
@@ -488,15 +492,17 @@ def apply_night(spark, changes, prev, meta, date: str, keep=None, n_truncates: i
         .withColumn("names", F.lit(True)) \
         .withColumn("missing_base", F.col("check") & ~F.col("present_before"))
     tl = keep(tl)
-    # the truncates that named a key: the first after each epoch step where the key was there
-    t_names = tl.filter(F.col("gap_t").isNotNull()).select(*ids, "key", "in_prev", F.col("gap_t").alias("tnum")) \
-        .unionByName(tl.filter(F.col("tail_t").isNotNull())
-                     .select(*ids, "key", "in_prev", F.col("tail_t").alias("tnum"))) \
-        .join(numbered.select(*ids, "tnum", cs, es), ids + ["tnum"]) \
-        .select(*ids, "key", cs, es, F.lit(0).alias("sub"), F.lit("t").alias("act"),
-                F.lit(None).cast("string").alias("row"), F.lit(True).alias("names"), "in_prev")
     cols = [*ids, "key", "commit_seq", "event_seq", "sub", "act", "row", "names", "in_prev"]
-    timeline = tl.select(*cols).unionByName(t_names)
+    timeline = tl.select(*cols)
+    if numbered is not None:
+        # the truncates that named a key: the first after each epoch step where it was there
+        t_names = tl.filter(F.col("gap_t").isNotNull()).select(*ids, "key", "in_prev", F.col("gap_t").alias("tnum")) \
+            .unionByName(tl.filter(F.col("tail_t").isNotNull())
+                         .select(*ids, "key", "in_prev", F.col("tail_t").alias("tnum"))) \
+            .join(numbered.select(*ids, "tnum", cs, es), ids + ["tnum"]) \
+            .select(*ids, "key", cs, es, F.lit(0).alias("sub"), F.lit("t").alias("act"),
+                    F.lit(None).cast("string").alias("row"), F.lit(True).alias("names"), "in_prev")
+        timeline = timeline.unionByName(t_names)
     order = F.struct(cs, es, "sub")
     per_key = timeline.groupBy(*ids, "key").agg(
         F.sum(F.col("names").cast("long")).alias("n_changes"),
@@ -514,8 +520,12 @@ def apply_night(spark, changes, prev, meta, date: str, keep=None, n_truncates: i
         F.when(end_present, F.col("last.row")).alias("after"),
         "first_commit_seq", "last_commit_seq", "n_changes").filter(F.col("net_op").isNotNull())
     # rows of the previous mirror that no change names: kept, or removed by the first truncate
-    first_trunc = numbered.filter(F.col("tnum") == 1).select(*ids, F.col("commit_seq").alias("t_seq"))
-    unnamed = prev.join(named, ids + ["key"], "left_anti").join(first_trunc, ids, "left")
+    unnamed = prev.join(named, ids + ["key"], "left_anti")
+    if numbered is None:
+        unnamed = unnamed.withColumn("t_seq", F.lit(None).cast("long"))
+    else:
+        first_trunc = numbered.filter(F.col("tnum") == 1).select(*ids, F.col("commit_seq").alias("t_seq"))
+        unnamed = unnamed.join(first_trunc, ids, "left")
     net_trunc = unnamed.filter(F.col("t_seq").isNotNull()).select(
         *ids, "key", F.lit("d").alias("net_op"), F.col("row").alias("before"),
         F.lit(None).cast("string").alias("after"), F.col("t_seq").alias("first_commit_seq"),
