@@ -682,3 +682,78 @@ def test_reassembled_without_rule_falls_back_on_op():
     with pytest.raises(DecodeError) as ei:
         decode_reassembled(area[:-1], row, ctx())
     assert ei.value.error_class == "corrupt" and "reassembled DATA area" in str(ei.value)
+
+
+def _group_row(rows: list[dict], complete=True, data=None) -> dict:
+    """A row of ``segment_groups`` (what the ordering job's ``mapInArrow`` gets)."""
+    from dblog.ordering.segments import HEADER
+
+    first = min(rows, key=lambda r: r["seg_num"])
+    row = {c: first.get(c) for c in HEADER}
+    row.update(complete=complete, data=(assemble_segments(rows) if data is None else data)
+               if complete else None)
+    return row
+
+
+@pytest.mark.parametrize("batch_call", ["works", "raises", "absent"])
+def test_ordering_decodes_segment_groups_in_batches_like_one_at_a_time(monkeypatch, batch_call):
+    """The ordering job's reassembly (``dblog.ordering.segments``) decodes a batch's groups with
+    ``decode_reassembled_many`` (row images per table in batches); the result equals
+    ``decode_reassembled`` one group at a time: changes, a damaged group quarantined with its
+    error, an incomplete group left for the quarantine of its pieces. When the batch call
+    fails unexpectedly (a decoder bug) or the format has none, the groups go one at a time."""
+    import pyarrow as pa
+
+    from decoders import lldf
+    from dblog.ordering.segments import GROUP_COLUMNS, _decode_groups
+
+    groups = []
+    for k in range(30):
+        values = list(ROW1)
+        values[0] = k
+        area = E.row_area(T1, values, ROW1B if k % 3 else None)
+        rows = _segmented(area, [1 + k, 60], fields=hdr(ct="UB" if k % 3 else "D ", uor=0x500 + k))
+        groups.append(_group_row(rows))
+    ddl = _segmented(E.ddl_area("ALTER TABLE CORE.ACCOUNTS ADD Z INT"), [3], fields=hdr(ct="CO", uor=0x901))
+    groups.append(_group_row(ddl))
+    names = _segmented(E.row_area(T2, None, ROW2), [4], fields=hdr(T2, ct="I ", uor=0x902))
+    groups.append(_group_row(names))
+    bad = _segmented(E.row_area(T1, ROW1, ROW1B), [10], fields=hdr(ct="UB", uor=0x903))
+    groups.append(_group_row(bad, data=assemble_segments(bad)[:-7]))     # cut short
+    groups.append(_group_row(_segmented(E.row_area(T1, ROW1, None), [5], fields=hdr(ct="D ", uor=0x904))[:1],
+                             complete=False))
+    want = []
+    for g in groups:
+        r = dict(g)
+        data = r.pop("data")
+        if not r["complete"]:
+            r["kind"] = None
+        else:
+            try:
+                r.update(kind="change", **decode_reassembled(data, g, ctx()))
+            except DecodeError as exc:
+                r.update(kind="quarantine", error_class=exc.error_class,
+                         message=f"reassembled segments of {g['seg_key']}: {exc}", raw_hex=data[:256].hex())
+        r["n_records"], r["n_bytes"] = 0, 0
+        want.append({c: r.get(c) for c in GROUP_COLUMNS})
+
+    if batch_call == "raises":
+        def broken(*a, **k):
+            raise RuntimeError("a decoder bug")
+        # the format's batch entry point only (decode_reassembled still works)
+        monkeypatch.setattr(lldf, "decode_reassembled_many", broken, raising=False)
+    elif batch_call == "absent":
+        monkeypatch.delattr(lldf, "decode_reassembled_many", raising=False)
+        monkeypatch.setattr(lldf, "_LAZY", {k: v for k, v in lldf._LAZY.items()
+                                            if k != "decode_reassembled_many"}, raising=False)
+    many = getattr(get("lldf"), "decode_reassembled_many", None)
+    assert (many is None) == (batch_call == "absent")
+    assert (many is not None and many.__name__ == "broken") == (batch_call == "raises")
+    run = _decode_groups({"core_zos": CATALOG.to_json()}, {"core_zos": ({"rdw": False}, "UTC")})
+    batches = [pa.RecordBatch.from_pylist(groups[i:i + 13]) for i in range(0, len(groups), 13)]
+    got = [r for b in run(iter(batches)) for r in b.to_pylist()]
+    assert got == want
+    kinds = Counter(r["kind"] for r in got)
+    assert kinds == {"change": 32, "quarantine": 1, None: 1}
+    assert next(r for r in got if r["kind"] == "quarantine")["error_class"] == \
+        next(w for w in want if w["kind"] == "quarantine")["error_class"]
