@@ -9,8 +9,8 @@ Spark), the wide columns (row images) are shuffled once (the changes, by transac
 
 ``segments``  one row per segment group (reassembled change or outcome); only when a
               source's format writes segments
-``trx``       one row per transaction: outcome, published change count, range partition
-              and index for ``commit_seq``
+``trx_counts`` one row per transaction: outcome and published change count
+``trx``       the same with the range partition and index for ``commit_seq``
 ``resolved``  the rows of formats with a ``resolve_transactions`` hook, after it
 
 The driver collects one table whose size is the number of range partitions (plus two rows
@@ -97,8 +97,14 @@ def write_transactions(spark, ev, groups, work: Path):
     if groups is not None:
         changes = changes.unionByName(reassembled_changes(groups).select("source", "trx_id", "position"))
     counts = sequence.published_counts(classify(changes, trx))
-    trx = trx.join(counts, ["source", "trx_id"], "left") \
-        .withColumn("event_count", F.coalesce("event_count", F.lit(0)).cast("long"))
+    # written once and read back: the ranking below reads it three times (the range
+    # partitioner's sample, the numbered transactions, the others), and recomputing the
+    # transactions and their counts from the events each time cost as much again
+    base = str(work / "trx_counts")
+    trx.join(counts, ["source", "trx_id"], "left") \
+        .withColumn("event_count", F.coalesce("event_count", F.lit(0)).cast("long")) \
+        .write.mode("overwrite").parquet(base)
+    trx = spark.read.parquet(base)
     ranked = sequence.rank_in_partitions(trx.filter(sequence.numbered(trx)))
     rest = trx.filter(~sequence.numbered(trx)) \
         .withColumn("seq_part", F.lit(None).cast("int")) \
