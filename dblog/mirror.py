@@ -496,7 +496,8 @@ def apply_night(spark, changes, prev, meta, date: str, keep=None, n_truncates: i
     timeline = tl.select(*cols)
     if numbered is not None:
         # the truncates that named a key: the first after each epoch step where it was there
-        t_names = tl.filter(F.col("gap_t").isNotNull()).select(*ids, "key", "in_prev", F.col("gap_t").alias("tnum")) \
+        t_names = tl.filter(F.col("gap_t").isNotNull()) \
+            .select(*ids, "key", "in_prev", F.col("gap_t").alias("tnum")) \
             .unionByName(tl.filter(F.col("tail_t").isNotNull())
                          .select(*ids, "key", "in_prev", F.col("tail_t").alias("tnum"))) \
             .join(numbered.select(*ids, "tnum", cs, es), ids + ["tnum"]) \
