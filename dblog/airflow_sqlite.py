@@ -29,7 +29,8 @@ BUSY_TIMEOUT_S = 120.0
 # read by Airflow's conf.getimport("database", "sql_alchemy_connect_args"); Airflow adds
 # check_same_thread=False itself
 CONNECT_ARGS = {"timeout": BUSY_TIMEOUT_S}
-# the api-server's async engine (aiosqlite passes it to sqlite3.connect)
+# the api-server's async engine (aiosqlite passes it to sqlite3.connect); its own dict, not
+# CONNECT_ARGS: Airflow adds check_same_thread to the sync engine's dict in place
 CONNECT_ARGS_ASYNC = {"timeout": BUSY_TIMEOUT_S}
 
 
