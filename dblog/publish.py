@@ -229,14 +229,10 @@ class _Writer:
         if _syncfs(self.top):
             return
         for f in self.files:
-            fd = os.open(f, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            _fsync_path(f)
         for d in sorted(self.dirs, key=lambda p: -len(p.parts)):
             if d.is_dir():
-                _fsync_dir(d)
+                _fsync_path(d)
 
 
 @functools.cache
@@ -278,15 +274,8 @@ def _link(src: Path, dst: Path) -> None:
         shutil.copy2(src, dst)
 
 
-def _fsync_file(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_dir(path: Path) -> None:
+def _fsync_path(path: Path) -> None:
+    """fsync a file or a directory."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -452,7 +441,7 @@ def _take_slot(root: DataRoot, current: Path | None, seq: int) -> Path:
         return building                               # a killed attempt: its intent is inside
     if (vdir / NEXT).is_dir():
         os.rename(vdir / NEXT, building)
-        _fsync_dir(vdir)
+        _fsync_path(vdir)
         return building
     candidates = []
     for p in vdir.iterdir():
@@ -467,10 +456,10 @@ def _take_slot(root: DataRoot, current: Path | None, seq: int) -> Path:
         pick = versions[0][1]                          # the oldest version
     else:
         building.mkdir()
-        _fsync_dir(vdir)
+        _fsync_path(vdir)
         return building
     os.rename(pick, building)
-    _fsync_dir(vdir)
+    _fsync_path(vdir)
     return building
 
 
@@ -631,17 +620,17 @@ def publish(root: DataRoot, manifest: dict, run_dir: Path, summary: dict,
         with open(tmp) as fh:
             os.fsync(fh.fileno())
         os.replace(tmp, logdir / f"{seq:08d}.json")
-        _fsync_dir(logdir)
+        _fsync_path(logdir)
         _failpoint("log")
         version = root.versions / version_name(seq)
         os.rename(slot, version)
-        _fsync_dir(root.versions)
+        _fsync_path(root.versions)
         _failpoint("renamed")
         link = root.root / f"{LINK_PREFIX}{uuid.uuid4().hex[:8]}"
         os.symlink(os.path.relpath(version, root.root), link)
         _failpoint("link")
         os.replace(link, root.published)  # the atomic moment
-        _fsync_dir(root.root)
+        _fsync_path(root.root)
         _failpoint("swapped")
         try:                              # the version is whole without it; tidy retries
             (version / BUILDING_FILE).unlink()
@@ -743,7 +732,7 @@ def tidy(root: DataRoot) -> dict:
             _failpoint("tidy_slot")
             if taken is not None:
                 slot, out["next_from"] = taken
-                _fsync_dir(vdir)
+                _fsync_path(vdir)
                 w = _Writer(slot, trash=trash)
                 _catch_up(root, w, current, cur_seq, set(), "tidy_intent")
                 out["dirs_touched"] = len(w.dirs)
@@ -751,10 +740,10 @@ def tidy(root: DataRoot) -> dict:
                 w.sync()                   # the caught-up tree durable before it says so
                 _failpoint("tidy_synced")
                 w.write_json(BUILDING_FILE, {"base": cur_seq, "paths": []})
-                _fsync_file(slot / BUILDING_FILE)
-                _fsync_dir(slot)
+                _fsync_path(slot / BUILDING_FILE)
+                _fsync_path(slot)
                 os.rename(slot, vdir / NEXT)
-                _fsync_dir(vdir)
+                _fsync_path(vdir)
                 _failpoint("tidy_next")
         for entry in sorted(os.scandir(trash), key=lambda e: e.name):
             if entry.is_dir(follow_symlinks=False):
