@@ -459,9 +459,20 @@ def _uniqid_col(F):
                       F.lit(-1).cast("long"))
 
 
+# the Spark step reads its stream by column (resolve_columns.py: numpy for the common case,
+# the per-row rules above for the rest); False: every row through ``resolve_stream``
+COLUMNAR = True
+
+
 def _resolve_partition(batches):
     """mapInArrow: a partition's rows sorted by (source, xid, file, record) -> resolved rows."""
     import pyarrow as pa
+
+    if COLUMNAR:
+        from .resolve_columns import resolve_batches
+
+        yield from resolve_batches(batches)
+        return
 
     schema = None
 
