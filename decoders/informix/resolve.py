@@ -25,10 +25,13 @@ transaction's other rows, and the next night's stream starts from it (the decode
 is gone). A folded record's row is dropped and its bytes go to the row before it in its
 archive (``merge_folded``), so the rows and their bytes are the per-record decoder's.
 
-``resolve_rows`` runs the whole step on Python rows (tests, tools); ``resolve_transactions``
-is the same on a Spark DataFrame (``repartition`` by source and xid, sort within
-partitions, ``mapInArrow`` over the sorted stream: a task holds one open transaction at a
-time, whatever the size of the night).
+``resolve_rows`` runs the whole step on Python rows (tests, tools: the reference);
+``resolve_transactions`` is the same on a Spark DataFrame (``repartition`` by source and xid,
+sort within partitions, ``mapInArrow`` over the sorted stream: a task holds one chunk of
+rows and one open transaction at a time, whatever the size of the night). The Spark step
+reads the stream by column (``resolve_columns.py``: the common transactions with numpy,
+the pieces with anything unusual through ``_Machine`` below, the same rows:
+tests/test_informix_resolve_columns.py).
 """
 
 from __future__ import annotations
