@@ -954,6 +954,17 @@ def decode_records(data: bytes, ctx: DecodeContext, sink: EventSink) -> None:
     return None
 
 
+def decode_records_careful(data: bytes, ctx: DecodeContext, sink: EventSink) -> None:
+    """``decode_records`` with every record read by the careful per-record path (the
+    reference the columnar path is tested against: tests/test_informix_fastpath.py)."""
+    text = COL.Text(data)
+    uniqid = uniqid_of(ctx.archive)
+    if uniqid is None or uniqid > L.MAX_ADDR:
+        return decode_records(data, ctx, sink)
+    _RecordsMode(ctx, uniqid, text, text.records()).run(sink, careful_only=True)
+    return None
+
+
 _ROLE_KIND = {CH.R_OTHER: 0, CH.R_BEGIN: 1, CH.R_COMMIT: 2,
               CH.R_ROLLBACK: 3, CH.R_CLR: 4, CH.R_HOME: 5, CH.R_REMAINDER: 0, CH.R_DDL: 5,
               CH.R_SYSTEM: 0}
@@ -1088,10 +1099,12 @@ class _RecordsMode:
             return {"kind": "control"}
         return {"kind": "control", "rule": rtype.lower()}
 
-    def run(self, sink: EventSink) -> None:
+    def run(self, sink: EventSink, careful_only: bool = False) -> None:
         recs, uniqid, ctx = self.recs, self.uniqid, self.ctx
         n = recs.n
         fast = recs.fast.copy()
+        if careful_only:
+            fast[:] = False
         role = np.where(fast, CH.ROLE[np.maximum(recs.tcode, 0)], -1)
         tbl = np.zeros(n, dtype=np.uint64)
         row = np.zeros(n, dtype=np.uint64)
