@@ -71,23 +71,28 @@ def read_number(buf: np.ndarray, s: np.ndarray, e: np.ndarray, base: int,
                 width: int) -> tuple[np.ndarray, np.ndarray]:
     """Unsigned numbers in ``buf[s:e]`` (digits only): (values as uint64, ok mask). Not ok:
     empty, longer than ``width``, or a byte that is not a digit of ``base``. ``buf`` has
-    ``PAD`` bytes before and after every span (no index leaves it)."""
+    ``PAD`` bytes before and after every span (no index leaves it). The digits are gathered
+    right-aligned into an ``(n, width)`` matrix once; hex digits are packed two a byte and
+    read as big-endian words, decimal digits summed with their powers of ten."""
     n = len(s)
     if n == 0:
         return np.zeros(0, np.uint64), np.zeros(0, bool)
     table = HEXVAL if base == 16 else DECVAL
     length = e - s
     ok = (length >= 1) & (length <= width)
-    value = np.zeros(n, dtype=np.uint64)
-    b = np.uint64(base)
-    first = e - width
-    for k in range(width):
-        pos = first + k
-        d = table[buf[pos]]
-        d[pos < s] = 0
-        ok &= d != _BAD
-        value *= b
-        value += d
+    pos = (e - width)[:, None] + np.arange(width)
+    digits = table[buf[pos]]
+    digits[pos < s[:, None]] = 0
+    bad = (digits == _BAD).any(axis=1)
+    ok &= ~bad
+    digits[bad] = 0
+    if base == 16:                       # width <= 16: one 64-bit word
+        if width < 16:
+            digits = np.concatenate((np.zeros((n, 16 - width), np.uint8), digits), axis=1)
+        packed = (digits[:, 0::2] << 4) | digits[:, 1::2]
+        value = np.ascontiguousarray(packed).view(">u8")[:, 0].astype(np.uint64)
+    else:
+        value = digits.astype(np.uint64) @ _POW[(base, width)]
     value[~ok] = 0
     return value, ok
 
