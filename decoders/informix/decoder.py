@@ -56,7 +56,9 @@ a CLR may still compensate], "fold": {"owner", "after", "tbl", "row"} | None}}}`
 How (issue 13): the text is split into lines once and parsed by column (``columns.py``:
 newline scan, line kinds by masks, record lines copied into one compact buffer and cut
 into tokens, numbers read as digit matrices, every documented column checked per record
-type); transactions, link chains, folds and CLR stacks are computed for all records at
+type; ``-l`` dump lines laid out the way ``encoder.dump_lines`` writes them are recognised by
+fixed columns on a byte matrix, any other indented line by the regular expression);
+transactions, link chains, folds and CLR stacks are computed for all records at
 once (``chains.py``); rows go to the sink with ``add_columns``. A record line the columns
 cannot take (damage, non-ASCII, numbers wider than 16 hex / 9 decimal digits) and every
 record of its xid, and every record of an xid where the columns find what the rules
@@ -937,7 +939,10 @@ def decode_records(data: bytes, ctx: DecodeContext, sink: EventSink) -> None:
     the ordering job): kind as inside a transaction, ``position``, ``xid``, ``link``,
     ``record_type``, the record's values, ``raw_hex`` of its line (kept for a record the
     transaction rules quarantine), and ``n_bytes`` from its line to the next record's.
-    Lines that do not read are quarantined here, with what their columns say."""
+    Lines that do not read are quarantined here, with what their columns say. Every record
+    the columns read (DDL and truncates too: only their text is read record by record) is
+    added by ``add_columns``; the rest go through ``careful_row`` (``parse_record``), added in
+    record order between slices of the columnar rows."""
     text = COL.Text(data)
     uniqid = uniqid_of(ctx.archive)
     if uniqid is None or uniqid > L.MAX_ADDR:
