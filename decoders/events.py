@@ -235,7 +235,8 @@ class EventSink:
 
         ``size`` is the length of the decoded bytes, which start at archive offset ``offset``
         (line ``line`` + 1 for text formats); ``line_starts`` (text formats whose
-        ``record_offset`` is a 1-based line number) the byte offset of each line's start."""
+        ``record_offset`` is a 1-based line number) the byte offset of each line's start, or a
+        function giving them (called only when a row has no byte count)."""
         table = self._finish()
         nb = table.column("n_bytes")
         # where the decoded bytes start, as a record_offset (a 1-based line for text formats)
@@ -251,7 +252,8 @@ class EventSink:
         counts = table.column("n_records").to_numpy(zero_copy_only=False)
         missing = nb.is_null().to_numpy(zero_copy_only=False)
         if line_starts is not None:
-            line_starts = np.asarray(line_starts, dtype=np.int64)
+            line_starts = np.asarray(line_starts() if callable(line_starts) else line_starts,
+                                     dtype=np.int64)
             ok = (offs >= 1) & (offs <= len(line_starts))
             pos = np.where(ok, line_starts[np.clip(offs - 1, 0, max(len(line_starts) - 1, 0))]
                            if len(line_starts) else 0, -1)
@@ -347,7 +349,7 @@ def accounts_bytes(decode: Callable, lines: bool = False) -> Callable:
     @functools.wraps(decode)
     def decode_accounted(data, ctx, sink: EventSink):
         out = decode(data, ctx, sink)
-        sink.account_bytes(len(data), line_starts(data) if lines else None,
+        sink.account_bytes(len(data), (lambda: line_starts(data)) if lines else None,
                            getattr(ctx, "offset", 0), getattr(ctx, "line", 0))
         return out
 

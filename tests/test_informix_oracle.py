@@ -174,35 +174,39 @@ def test_damaged_every_type():
         same([("onlog_9.txt", damaged(data, rng))])
 
 
+# valid records the columnar path does not read itself (wide numbers, non-ASCII, odd white
+# space, signed decimals) and damage in the middle of transactions
+CAREFUL_LINES = [
+    "addr     len  type     xid      id link",
+    "18       40   BEGIN    5        3  0        07/13/98 10:23:04 34 josé",
+    "40       76   HINSERT  5        0  18       100123 101 40",
+    "8c       96   RINSERT  5        0  40       000000000000000000100123 10101 60",
+    "ec       40   BEGIN    123456789012 3  0    07/13/98 10:23:06 35 jsmith",
+    "114      68   HUPBEF   123456789012 0  ec   200045 203 30",
+    "158      68   HUPAFT   123456789012 0  114  200045 203 -32",
+    "19c\t44\tADDITEM\t5\t0\t8c\t100123 101 7 1 4",
+    "1c8      36   COMMIT   123456789012 0  158  07/13/98 10:23:07",
+    "ADDR LEN TYPE XID ID LINK",
+    "1ec      28   DPT      0        0  0        1a\x0b",
+    "208      32   CKPOINT  0        0  1ec      20 1   ",
+    "228      40   BEGIN    6        3  0        07/13/98 10:24:00 36 a b  c",
+    "250      68   HDELETE  6        0  228      100124 105 30",
+    "294      24   CLR      6        0  250",
+    "2ac      36   ROLLBACK 6        0  294      07/13/98 10:24:01\r",
+    "2d0      36   COMMIT   5        0  19c      02/30/98 10:24:01",
+    "2f4      40   BEGIN    7        3  0        07/13/98 10:25:00 37 batch",
+    "31c      76   HINSERT  7        0  2f4      100123 102 40 extra columns here",
+    "368      76   HINSERT  7        0  31c      100123 0001020000000000000 40",
+    "3b4      76   HINSERT  7        0  368      100123 103",
+    "3f0      76   HINSERT  7        0  3b4      abcdef 104 40",
+    "43c      36   COMMIT   7        0  3f0      07/13/98 10:25:01",
+]
+
+
 def test_lines_the_fast_path_leaves_to_the_careful_one():
     """Valid records the columnar path does not read itself (wide numbers, non-ASCII, odd
     white space, signed decimals) and damage in the middle of transactions."""
-    lines = [
-        "addr     len  type     xid      id link",
-        "18       40   BEGIN    5        3  0        07/13/98 10:23:04 34 josé",
-        "40       76   HINSERT  5        0  18       100123 101 40",
-        "8c       96   RINSERT  5        0  40       000000000000000000100123 10101 60",
-        "ec       40   BEGIN    123456789012 3  0    07/13/98 10:23:06 35 jsmith",
-        "114      68   HUPBEF   123456789012 0  ec   200045 203 30",
-        "158      68   HUPAFT   123456789012 0  114  200045 203 -32",
-        "19c\t44\tADDITEM\t5\t0\t8c\t100123 101 7 1 4",
-        "1c8      36   COMMIT   123456789012 0  158  07/13/98 10:23:07",
-        "ADDR LEN TYPE XID ID LINK",
-        "1ec      28   DPT      0        0  0        1a\x0b",
-        "208      32   CKPOINT  0        0  1ec      20 1   ",
-        "228      40   BEGIN    6        3  0        07/13/98 10:24:00 36 a b  c",
-        "250      68   HDELETE  6        0  228      100124 105 30",
-        "294      24   CLR      6        0  250",
-        "2ac      36   ROLLBACK 6        0  294      07/13/98 10:24:01\r",
-        "2d0      36   COMMIT   5        0  19c      02/30/98 10:24:01",
-        "2f4      40   BEGIN    7        3  0        07/13/98 10:25:00 37 batch",
-        "31c      76   HINSERT  7        0  2f4      100123 102 40 extra columns here",
-        "368      76   HINSERT  7        0  31c      100123 0001020000000000000 40",
-        "3b4      76   HINSERT  7        0  368      100123 103",
-        "3f0      76   HINSERT  7        0  3b4      abcdef 104 40",
-        "43c      36   COMMIT   7        0  3f0      07/13/98 10:25:01",
-    ]
-    data = ("\n".join(lines) + "\n").encode("utf-8")
+    data = ("\n".join(CAREFUL_LINES) + "\n").encode("utf-8")
     same([("onlog_12.txt", data)])
     carry = same([("onlog_12.txt", data.replace(b"COMMIT   7", b"HINSERT  7"))])
     same([("onlog_13.txt", b"4e8 36 COMMIT 7 0 43c 07/13/98 10:25:02\n")], carry)

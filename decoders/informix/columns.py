@@ -71,23 +71,28 @@ def read_number(buf: np.ndarray, s: np.ndarray, e: np.ndarray, base: int,
                 width: int) -> tuple[np.ndarray, np.ndarray]:
     """Unsigned numbers in ``buf[s:e]`` (digits only): (values as uint64, ok mask). Not ok:
     empty, longer than ``width``, or a byte that is not a digit of ``base``. ``buf`` has
-    ``PAD`` bytes before and after every span (no index leaves it)."""
+    ``PAD`` bytes before and after every span (no index leaves it). The digits are gathered
+    right-aligned into an ``(n, width)`` matrix once; hex digits are packed two a byte and
+    read as big-endian words, decimal digits summed with their powers of ten."""
     n = len(s)
     if n == 0:
         return np.zeros(0, np.uint64), np.zeros(0, bool)
     table = HEXVAL if base == 16 else DECVAL
     length = e - s
     ok = (length >= 1) & (length <= width)
-    value = np.zeros(n, dtype=np.uint64)
-    b = np.uint64(base)
-    first = e - width
-    for k in range(width):
-        pos = first + k
-        d = table[buf[pos]]
-        d[pos < s] = 0
-        ok &= d != _BAD
-        value *= b
-        value += d
+    pos = (e - width)[:, None] + np.arange(width)
+    digits = table[buf[pos]]
+    digits[pos < s[:, None]] = 0
+    bad = (digits == _BAD).any(axis=1)
+    ok &= ~bad
+    digits[bad] = 0
+    if base == 16:                       # width <= 16: one 64-bit word
+        if width < 16:
+            digits = np.concatenate((np.zeros((n, 16 - width), np.uint8), digits), axis=1)
+        packed = (digits[:, 0::2] << 4) | digits[:, 1::2]
+        value = np.ascontiguousarray(packed).view(">u8")[:, 0].astype(np.uint64)
+    else:
+        value = digits.astype(np.uint64) @ _POW[(base, width)]
     value[~ok] = 0
     return value, ok
 
@@ -233,6 +238,70 @@ DUMP_LINE = (r"^[ \t]+(?:[0-9a-fA-F]{2}){1,8}(?:[ \t](?:[0-9a-fA-F]{2}){1,8})*"
              r"(?:[ \t]{2,}[ -~]{1,20})?[ \t\r\n]*$")
 
 
+# the ``onlog -l`` dump line as ``encoder.dump_lines`` lays it out: 8 blanks, the hex of c
+# bytes (1 <= c <= 16) in 4-byte words (8 lower-case digits) separated by one blank, padded
+# with blanks to column 43, 2 blanks, the c characters of the rendering (printable ASCII):
+# c = length - 45. Checked on a 64-byte window per line: byte d = b ^ TPL passes where
+# d < LIM1 or (d - OFF) mod 256 < LIM2 (TPL, LIM1, OFF, LIM2 per column and per c).
+_DUMP_WIDTH = 64
+_DUMP_RENDER_AT = 45
+
+
+def _dump_template(c: int) -> tuple[np.ndarray, ...]:
+    tpl = np.zeros(_DUMP_WIDTH, np.uint8)
+    lim1 = np.ones(_DUMP_WIDTH, np.uint8)         # blank columns: d == 0 (b == 0x20)
+    off = np.zeros(_DUMP_WIDTH, np.uint8)
+    lim2 = np.zeros(_DUMP_WIDTH, np.uint8)
+    tpl[:_DUMP_RENDER_AT] = 0x20
+    for q in range(_DUMP_RENDER_AT - 8):
+        g, r = divmod(q, 9)
+        if r < 8 and g * 8 + r < 2 * c:             # a hex digit: 0-9 -> 0..9, a-f -> 0x51..0x56
+            tpl[8 + q], lim1[8 + q], off[8 + q], lim2[8 + q] = 0x30, 10, 0x51, 6
+    end = _DUMP_RENDER_AT + c
+    lim1[_DUMP_RENDER_AT:end], off[_DUMP_RENDER_AT:end], lim2[_DUMP_RENDER_AT:end] = 0, 0x20, 0x5F
+    lim1[end:], lim2[end:] = 0, 0xFF                # past the line: anything but 0xff
+    return tpl, lim1, off, lim2
+
+
+_DUMP_TEMPLATES = {c: _dump_template(c) for c in range(1, 17)}
+_ALL_ONES = np.uint64(0x0101010101010101)
+_DUMP_CHUNK = 4096                  # lines per step: the step's arrays stay in the CPU cache
+
+
+def canonical_dumps(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Which lines (``starts``, ``lengths`` without line end) are dump lines laid out exactly
+    the canonical way (see above), checked by fixed columns on a byte matrix. Every such line
+    matches ``DUMP_LINE``; a line that is not canonical is left to the regular expression."""
+    out = np.zeros(len(starts), dtype=bool)
+    c = lengths - _DUMP_RENDER_AT
+    cand = (c >= 1) & (c <= 16) & (starts + _DUMP_WIDTH <= len(buf))
+    if not cand.any():
+        return out
+    window = np.lib.stride_tricks.sliding_window_view(buf, _DUMP_WIDTH)
+    counts = np.bincount(c[cand], minlength=17)
+    for cv in np.flatnonzero(counts).tolist():
+        rows = np.flatnonzero(cand & (c == cv))
+        k = min(len(rows), _DUMP_CHUNK)
+        tpl, lim1, off, lim2 = (np.tile(t, k) for t in _DUMP_TEMPLATES[cv])
+        e = np.empty(k * _DUMP_WIDTH, np.uint8)
+        g1 = np.empty(k * _DUMP_WIDTH, bool)
+        g2 = np.empty(k * _DUMP_WIDTH, bool)
+        for a in range(0, len(rows), _DUMP_CHUNK):
+            part = rows[a:a + _DUMP_CHUNK]
+            m = len(part) * _DUMP_WIDTH
+            ee, h1, h2 = e[:m], g1[:m], g2[:m]
+            dd = window[starts[part]].reshape(m)
+            np.bitwise_xor(dd, tpl[:m], out=dd)
+            np.less(dd, lim1[:m], out=h1)
+            np.subtract(dd, off[:m], out=ee)
+            np.less(ee, lim2[:m], out=h2)
+            np.logical_or(h1, h2, out=h1)
+            words = h1.view(np.uint64) == _ALL_ONES        # 8 bytes all good
+            ok = words.view(np.uint64) == _ALL_ONES         # the 8 words of a line
+            out[part[ok]] = True
+    return out
+
+
 def _lines_array(data, starts: np.ndarray, size: int) -> pa.Array:
     """Every line (with its newline) as one zero-copy Arrow array over ``data``."""
     offsets = np.append(starts, size).astype(np.int64)
@@ -276,9 +345,12 @@ class Text:
             indented = nonempty & WS[first]
             kind[nonempty & ~indented] = LINE_RECORD
             if indented.any():
-                # one pass of RE2 over every line (record lines fail at their first byte)
-                dump = np.asarray(pc.match_substring_regex(self.array, DUMP_LINE)
-                                  .to_numpy(zero_copy_only=False), dtype=bool)
+                # dump lines laid out the canonical way by fixed columns, the others by RE2
+                ind = np.flatnonzero(indented)
+                dump = np.zeros(m, dtype=bool)
+                dump[ind] = canonical_dumps(buf, starts[ind], ends[ind] - starts[ind])
+                other = ind[~dump[ind]]
+                dump[other] = _matches(self.array, other, DUMP_LINE)
                 kind[indented & dump] = LINE_DUMP
                 rest = np.flatnonzero(indented & ~dump)
                 blank = _matches(self.array, rest, _BLANK_LINE)
@@ -309,10 +381,11 @@ def is_header(line: bytes) -> bool:
 
 
 def _counts(mask: np.ndarray) -> np.ndarray:
-    """``out[i]``: how many of ``mask[:i]`` are true (int32, ``len(mask) + 1`` values)."""
-    out = np.zeros(len(mask) + 1, dtype=np.int32)
-    out[1:] = mask
-    np.cumsum(out, out=out)
+    """``out[i]``: how many of ``mask[:i]`` are true, modulo 256 (uint8, ``len(mask) + 1``
+    values): exact for the difference over a span shorter than 256 bytes (every token
+    ``all_digits`` compares is at most ``DEC_WIDTH`` bytes), and a quarter of int32's memory."""
+    out = np.zeros(len(mask) + 1, dtype=np.uint8)
+    np.cumsum(mask, dtype=np.uint8, out=out[1:])
     return out
 
 

@@ -56,7 +56,9 @@ a CLR may still compensate], "fold": {"owner", "after", "tbl", "row"} | None}}}`
 How (issue 13): the text is split into lines once and parsed by column (``columns.py``:
 newline scan, line kinds by masks, record lines copied into one compact buffer and cut
 into tokens, numbers read as digit matrices, every documented column checked per record
-type); transactions, link chains, folds and CLR stacks are computed for all records at
+type; ``-l`` dump lines laid out the way ``encoder.dump_lines`` writes them are recognised by
+fixed columns on a byte matrix, any other indented line by the regular expression);
+transactions, link chains, folds and CLR stacks are computed for all records at
 once (``chains.py``); rows go to the sink with ``add_columns``. A record line the columns
 cannot take (damage, non-ASCII, numbers wider than 16 hex / 9 decimal digits) and every
 record of its xid, and every record of an xid where the columns find what the rules
@@ -937,7 +939,10 @@ def decode_records(data: bytes, ctx: DecodeContext, sink: EventSink) -> None:
     the ordering job): kind as inside a transaction, ``position``, ``xid``, ``link``,
     ``record_type``, the record's values, ``raw_hex`` of its line (kept for a record the
     transaction rules quarantine), and ``n_bytes`` from its line to the next record's.
-    Lines that do not read are quarantined here, with what their columns say."""
+    Lines that do not read are quarantined here, with what their columns say. Every record
+    the columns read (DDL and truncates too: only their text is read record by record) is
+    added by ``add_columns``; the rest go through ``careful_row`` (``parse_record``), added in
+    record order between slices of the columnar rows."""
     text = COL.Text(data)
     uniqid = uniqid_of(ctx.archive)
     if uniqid is None or uniqid > L.MAX_ADDR:
@@ -951,6 +956,17 @@ def decode_records(data: bytes, ctx: DecodeContext, sink: EventSink) -> None:
                             n_bytes=len(data))
         return None
     _RecordsMode(ctx, uniqid, text, text.records()).run(sink)
+    return None
+
+
+def decode_records_careful(data: bytes, ctx: DecodeContext, sink: EventSink) -> None:
+    """``decode_records`` with every record read by the careful per-record path (the
+    reference the columnar path is tested against: tests/test_informix_fastpath.py)."""
+    text = COL.Text(data)
+    uniqid = uniqid_of(ctx.archive)
+    if uniqid is None or uniqid > L.MAX_ADDR:
+        return decode_records(data, ctx, sink)
+    _RecordsMode(ctx, uniqid, text, text.records()).run(sink, careful_only=True)
     return None
 
 
@@ -1088,21 +1104,24 @@ class _RecordsMode:
             return {"kind": "control"}
         return {"kind": "control", "rule": rtype.lower()}
 
-    def run(self, sink: EventSink) -> None:
+    def run(self, sink: EventSink, careful_only: bool = False) -> None:
         recs, uniqid, ctx = self.recs, self.uniqid, self.ctx
         n = recs.n
         fast = recs.fast.copy()
+        if careful_only:
+            fast[:] = False
         role = np.where(fast, CH.ROLE[np.maximum(recs.tcode, 0)], -1)
         tbl = np.zeros(n, dtype=np.uint64)
         row = np.zeros(n, dtype=np.uint64)
-        hi = np.flatnonzero(role == CH.R_HOME)
+        hi = np.flatnonzero((role == CH.R_HOME) | (role == CH.R_DDL))
         if len(hi):
             tbl[hi], ok = recs.hex_column(L.N_HEADER, hi)
             fast[hi[~ok]] = False
+        hi = np.flatnonzero(fast & (role == CH.R_HOME))
+        if len(hi):
             row[hi], ok = recs.hex_column(L.N_HEADER + 1, hi)
             fast[hi[~ok]] = False
-        # rare on the fast path too: DDL (ddl text) and a BEGIN that links somewhere
-        fast &= role != CH.R_DDL
+        # rare on the fast path too: a BEGIN that links somewhere
         fast &= ~((role == CH.R_BEGIN) & (recs.link != 0))
         role[~fast] = -1
         fi = np.flatnonzero(fast)
@@ -1133,25 +1152,10 @@ class _RecordsMode:
         commit = r == CH.R_COMMIT
         fields["commit_ts"] = pa.array(ts, pa.timestamp("us", tz="UTC"), mask=~commit)
         home = r == CH.R_HOME
-        hj = np.flatnonzero(home)
-        if len(hj):
-            tb = tbl[fi]
-            tables = {t: self.catalog.table(format(t, "x")) for t in np.unique(tb[hj]).tolist()}
-            keys = np.array(sorted(tables), dtype=np.uint64)
-            code = np.minimum(np.searchsorted(keys, tb), len(keys) - 1)
-            known_keys = np.array([tables[k] is not None for k in keys.tolist()], dtype=bool)
-            known = home & known_keys[code]
-            fields["op"] = _strings(list(_OPS), np.maximum(_HOME_OP[tcode], 0), home)
-            fields["table_id"] = pc.if_else(pa.array(home), COL.hex_text(tb),
-                                            pa.scalar(None, pa.string()))
-            fields["row_id"] = pc.if_else(pa.array(home), COL.hex_text(row[fi]),
-                                          pa.scalar(None, pa.string()))
-            fields["schema_name"] = _strings([tables[k].schema if tables[k] else None
-                                              for k in keys.tolist()], code, known)
-            fields["table_name"] = _strings([tables[k].name if tables[k] else None
-                                             for k in keys.tolist()], code, known)
-            fields["flag"] = _strings([RS.UNKNOWN_TABLE_FLAG], np.zeros(len(fi), np.int64),
-                                      home & ~known)
+        ddl = r == CH.R_DDL
+        change = home | ddl
+        if change.any():
+            self.changes(fields, fi, tcode, tbl[fi], row[fi], home, ddl)
         careful = [self.careful_row(i) for i in np.flatnonzero(~fast).tolist()]
 
         # bytes: every row from its line's start to the next row's line start (the first
@@ -1168,10 +1172,22 @@ class _RecordsMode:
             nb[0] += ss[0]
             nbytes[so] = nb
         m = len(fi)
-        if m:
-            sink.add_columns(pa.array(_KINDS).take(pa.array(kind)), recs.lines[fi] + 1 + ctx.line,
-                             fi + ctx.index, 1, n_bytes=nbytes[:m], **fields)
-        for c, nb in zip(careful, nbytes[m:].tolist()):
+        kinds = pa.array(_KINDS).take(pa.array(kind))
+        offsets = recs.lines[fi] + 1 + ctx.line
+        index = fi + ctx.index
+        # rows in record order: the columnar rows in slices between the careful ones (many
+        # careful rows: added after them, the sink puts them in order)
+        cuts = np.searchsorted(fi, [c["index"] - ctx.index for c in careful]).tolist() \
+            if len(careful) <= _INTERLEAVE else [m] * len(careful)
+        done = 0
+        for c, nb, cut in zip(careful + [None], nbytes[m:].tolist() + [None], cuts + [m]):
+            if cut > done:
+                sl = slice(done, cut)
+                sink.add_columns(kinds[sl], offsets[sl], index[sl], 1, n_bytes=nbytes[sl],
+                                 **{k: v[sl] for k, v in fields.items()})
+                done = cut
+            if c is None:
+                break
             kind_, off, idx = c.pop("kind"), c.pop("offset"), c.pop("index")
             if kind_ == "quarantine":
                 sink.quarantine(c.pop("error"), off, idx, c.pop("raw"), n_records=1, n_bytes=nb,
@@ -1179,6 +1195,47 @@ class _RecordsMode:
             else:
                 sink.add(kind_, off, idx, 1, n_bytes=nb,
                          **{k: v for k, v in c.items() if v is not None})
+
+    def changes(self, fields: dict, fi: np.ndarray, tcode: np.ndarray, tb: np.ndarray,
+                rows: np.ndarray, home: np.ndarray, ddl: np.ndarray) -> None:
+        """The change columns of the home-row changes and the table-level records (DDL,
+        truncate: their ``ddl`` text and printed names read record by record, ``values``)."""
+        change = home | ddl
+        keys = np.unique(tb[change])
+        tables = [self.catalog.table(format(t, "x")) for t in keys.tolist()]
+        code = np.minimum(np.searchsorted(keys, tb), len(keys) - 1)
+        known = change & np.array([t is not None for t in tables], dtype=bool)[code]
+        schemas = [t.schema if t else None for t in tables]
+        names = [t.name if t else None for t in tables]
+        op = np.where(home, _HOME_OP[tcode], -1)
+        flag = home & ~known
+        di = np.flatnonzero(ddl)
+        texts = []
+        for j in di.tolist():
+            rec = parse_record(self.text.line(int(self.recs.lines[fi[j]])).decode("utf-8"))
+            v = self.values(rec)
+            op[j] = _OP_CODE[v["op"]]
+            texts.append(v.get("ddl"))
+            if v.get("flag"):
+                flag[j] = True
+            elif not known[j]:                   # the names the record prints
+                code[j] = len(schemas)
+                schemas.append(v.get("schema_name"))
+                names.append(v.get("table_name"))
+                known[j] = True
+        fields["op"] = _strings(list(_OPS), np.maximum(op, 0), op >= 0)
+        fields["table_id"] = pc.if_else(pa.array(change), COL.hex_text(tb),
+                                        pa.scalar(None, pa.string()))
+        fields["row_id"] = pc.if_else(pa.array(home), COL.hex_text(rows),
+                                      pa.scalar(None, pa.string()))
+        fields["schema_name"] = _strings(schemas, code, known)
+        fields["table_name"] = _strings(names, code, known)
+        fields["flag"] = _strings([RS.UNKNOWN_TABLE_FLAG], np.zeros(len(fi), np.int64), flag)
+        if len(di):
+            fields["ddl"] = _scatter(pa.array(texts, pa.string()), di, len(fi))
+
+
+_INTERLEAVE = 64          # careful rows up to which the columnar rows are added in slices
 
 
 def _line_len(t: COL.Text) -> np.ndarray:

@@ -25,10 +25,13 @@ transaction's other rows, and the next night's stream starts from it (the decode
 is gone). A folded record's row is dropped and its bytes go to the row before it in its
 archive (``merge_folded``), so the rows and their bytes are the per-record decoder's.
 
-``resolve_rows`` runs the whole step on Python rows (tests, tools); ``resolve_transactions``
-is the same on a Spark DataFrame (``repartition`` by source and xid, sort within
-partitions, ``mapInArrow`` over the sorted stream: a task holds one open transaction at a
-time, whatever the size of the night).
+``resolve_rows`` runs the whole step on Python rows (tests, tools: the reference);
+``resolve_transactions`` is the same on a Spark DataFrame (``repartition`` by source and xid,
+sort within partitions, ``mapInArrow`` over the sorted stream: a task holds one chunk of
+rows and one open transaction at a time, whatever the size of the night). The Spark step
+reads the stream by column (``resolve_columns.py``: the common transactions with numpy,
+the pieces with anything unusual through ``_Machine`` below, the same rows:
+tests/test_informix_resolve_columns.py).
 """
 
 from __future__ import annotations
@@ -459,9 +462,20 @@ def _uniqid_col(F):
                       F.lit(-1).cast("long"))
 
 
+# the Spark step reads its stream by column (resolve_columns.py: numpy for the common case,
+# the per-row rules above for the rest); False: every row through ``resolve_stream``
+COLUMNAR = True
+
+
 def _resolve_partition(batches):
     """mapInArrow: a partition's rows sorted by (source, xid, file, record) -> resolved rows."""
     import pyarrow as pa
+
+    if COLUMNAR:
+        from .resolve_columns import resolve_batches
+
+        yield from resolve_batches(batches)
+        return
 
     schema = None
 
