@@ -496,28 +496,24 @@ def _resolve_partition(batches):
 
 
 def merge_folded_df(df):
-    """``merge_folded`` on a DataFrame without a window over whole archives (one task per
-    archive): every record of an archive has one row (folded or with records), so the row
-    before a folded row is the row of the record just before its run of consecutive folded
-    records. Runs are numbered over the folded rows only (index - rank in the archive is
-    constant along a run); each run's bytes are joined to the row of the record before it
-    (the one with records: a state row of that record has none)."""
+    """``merge_folded`` on a DataFrame, with windows only (the input is read once): over
+    each archive in record order, a running count of kept rows numbers the groups (a kept
+    row and the folded rows after it); each kept row adds its group's folded bytes."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    key = ["source", "archive_file", "record_index"]
-    folded = df.filter(F.col("kind") == FOLDED).select(*key, "n_bytes")
-    w = Window.partitionBy("source", "archive_file").orderBy("record_index")
-    runs = folded.withColumn("_run", F.col("record_index") - F.row_number().over(w)) \
-        .groupBy("source", "archive_file", "_run") \
-        .agg((F.min("record_index") - 1).alias("record_index"),
-             F.sum(F.coalesce(F.col("n_bytes"), F.lit(0))).alias("_extra")) \
-        .drop("_run")
-    kept = (F.col("n_records") > 0) & F.col("_extra").isNotNull()
-    return df.filter(F.col("kind") != FOLDED).join(runs, key, "left") \
-        .withColumn("n_bytes", F.when(kept, F.coalesce(F.col("n_bytes"), F.lit(0)) + F.col("_extra"))
+    w = Window.partitionBy("source", "archive_file").orderBy("record_index", "_state") \
+        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    kept = (F.col("kind") != FOLDED) & (F.col("n_records") > 0)
+    folded = F.col("kind") == FOLDED
+    group = Window.partitionBy("source", "archive_file", "_grp")
+    marked = df.withColumn("_state", F.coalesce(_state_flag(F), F.lit(0))) \
+        .withColumn("_grp", F.sum(F.when(kept, 1).otherwise(0)).over(w)) \
+        .withColumn("_extra", F.sum(F.when(folded, F.col("n_bytes")).otherwise(0)).over(group))
+    return marked.filter(~folded) \
+        .withColumn("n_bytes", F.when(kept, F.col("n_bytes") + F.col("_extra"))
                     .otherwise(F.col("n_bytes"))) \
-        .drop("_extra")
+        .drop("_state", "_grp", "_extra")
 
 
 def resolve_transactions(events):
