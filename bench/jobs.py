@@ -172,7 +172,7 @@ def _timed_run(names: dict, date: str, config: str, root: Path, master: str, spa
 def _pipeline(spark, info: dict, work: Path, master: str) -> dict:
     """``dblog run`` (``pipeline.run_night``) with each stage function timed in place."""
     names = {"stage_night": "stage", "decode_night": "decode", "order_night": "order",
-             "validate_night": "validate", "publish_night": "publish"}
+             "validate_night": "validate", "publish_night": "publish", "tidy_published": "tidy"}
     root = _data_root(work, info, f"run-{master}")
     cfg = str(Path(info["root"]) / "sources.yaml")
     r, phases = _timed_run(names, info["date"], cfg, root, master, spark)
@@ -215,7 +215,7 @@ def _multirun(spark, nights: list[dict], work: Path, master: str) -> dict:
     also split into ``ordering``, ``tables`` and ``mirror``)."""
     names = {"stage_night": "stage", "decode_night": "decode", "order_stage": "ordering",
              "tables_stage": "tables", "mirror_stage": "mirror", "order_night": "order",
-             "validate_night": "validate", "publish_night": "publish"}
+             "validate_night": "validate", "publish_night": "publish", "tidy_published": "tidy"}
     root, config = _combined_root(work, nights, "multirun")
     r, phases = _timed_run(names, nights[0]["date"], str(config), root, master, spark)
     out = {"phases": phases, "published": r.published, "failures": r.failures,

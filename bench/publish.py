@@ -1,17 +1,21 @@
-"""``python -m bench publish``: the cost of one publish after 1 and after N published nights.
+"""``python -m bench publish``: the cost of one publish, and of the tidy after it, after 1
+and after N published nights.
 
 Issue 14: "publish after 100 published nights (50 tables each) <= 1.5x publish after 1
 night". The staged outputs of a night are made synthetically and cheaply (no Spark): for
 every registered dataset (``dblog/datasets.py``) small Parquet files in the dataset's layout
 (``night``: one partition per source; ``table``: one partition per table), the state of the
 source (held, carry, ``seq.json``), the manifest and the summary, exactly where a run
-writes them under ``staging/<run_id>/``. Then it times ``dblog.publish.publish`` itself:
+writes them under ``staging/<run_id>/``. Then it times ``dblog.publish.publish`` (until the
+new version is visible and durable) and ``dblog.publish.tidy`` (the step after it: deletes
+what the publish took out, prepares the next version) separately:
 
-* base A: 1 night published; base B: N nights published (built once, not timed);
-* each trial copies both bases (hard links, as the data root keeps them) and publishes
-  the next night on each copy, interleaved (same machine state for both);
-* it reports the median per side, the ratio and the target, and writes
-  ``bench/results/publish-<stamp>.json``.
+* base A: 1 night published; base B: N nights published (built once, not timed; each
+  night published then tidied, as ``dblog run`` and the DAG do);
+* each trial copies both bases (hard links, as the data root keeps them), publishes the
+  next night on each copy and tidies, interleaved (same machine state for both);
+* it reports the medians per side, the ratio of the publishes (the issue's) and of the
+  tidies, and writes ``bench/results/publish-<stamp>.json``.
 """
 
 from __future__ import annotations
@@ -106,9 +110,20 @@ def publish_run(root: Path, run: Path) -> float:
     return time.perf_counter() - t0
 
 
+def tidy_run(root: Path) -> tuple[float, dict]:
+    """Seconds of ``dblog.publish.tidy`` on the data root, and what it did."""
+    from dblog.paths import DataRoot
+    from dblog.publish import tidy
+
+    t0 = time.perf_counter()
+    done = tidy(DataRoot(root))
+    return time.perf_counter() - t0, done
+
+
 def build_base(root: Path, nights: int, tables: int, template: Path) -> None:
     for n in range(1, nights + 1):
         publish_run(root, stage_night(root, n, tables, template))
+        tidy_run(root)
         shutil.rmtree(root / "staging" / f"bench_{night_date(n)}")
 
 
@@ -137,6 +152,8 @@ def measure(nights: int = 100, tables: int = 50, trials: int = 5, work: Path | N
         build_s = time.perf_counter() - t0
         load_before = _uptime()
         times: dict[str, list[float]] = {k: [] for k in base}
+        tidies: dict[str, list[float]] = {k: [] for k in base}
+        tidy_did: dict[str, dict] = {}
         for trial in range(trials):
             for label, (root, n) in base.items():
                 copy = tmp / f"{label}_trial{trial}"
@@ -144,12 +161,18 @@ def measure(nights: int = 100, tables: int = 50, trials: int = 5, work: Path | N
                 run = stage_night(copy, n + 1, tables, template)
                 os.sync()
                 times[label].append(publish_run(copy, run))
+                seconds, tidy_did[label] = tidy_run(copy)
+                tidies[label].append(seconds)
                 shutil.rmtree(copy)
         labels = list(base)
         med = {k: statistics.median(v) for k, v in times.items()}
+        tidy_med = {k: statistics.median(v) for k, v in tidies.items()}
         ratio = med[labels[1]] / med[labels[0]]
         return {"nights": nights, "tables": tables, "trials": trials,
                 "seconds": times, "median_seconds": med, "ratio": round(ratio, 3),
+                "tidy_seconds": tidies, "tidy_median_seconds": tidy_med,
+                "tidy_ratio": round(tidy_med[labels[1]] / tidy_med[labels[0]], 3),
+                "tidy_did": tidy_did,
                 "target": TARGET_RATIO, "met": ratio <= TARGET_RATIO,
                 "build_seconds": round(build_s, 1), "uptime_before": load_before,
                 "uptime_after": _uptime()}
@@ -173,6 +196,14 @@ def main(argv: list[str] | None = None) -> int:
     for k in labels:
         print(f"  {k:>10} published nights: {result['median_seconds'][k] * 1000:8.1f} ms   "
               f"({', '.join(f'{s * 1000:.0f}' for s in result['seconds'][k])})")
-    print(f"  ratio {result['ratio']} (target <= {TARGET_RATIO}: {'met' if result['met'] else 'MISSED'})")
+    print(f"  publish ratio {result['ratio']} (target <= {TARGET_RATIO}: "
+          f"{'met' if result['met'] else 'MISSED'})")
+    print("tidy after that publish (deletes what it took out, prepares the next version):")
+    for k in labels:
+        did = result["tidy_did"][k]
+        print(f"  {k:>10} published nights: {result['tidy_median_seconds'][k] * 1000:8.1f} ms   "
+              f"({', '.join(f'{s * 1000:.0f}' for s in result['tidy_seconds'][k])}; "
+              f"{did['trash_removed']} trash folders, next from {did['next_from']})")
+    print(f"  tidy ratio {result['tidy_ratio']} (no target: after the swap, off the publish's path)")
     print(f"  load: {result['uptime_before']}  ->  {result['uptime_after']}")
     return 0 if result["met"] else 1

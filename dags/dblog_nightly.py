@@ -15,6 +15,7 @@ function each task calls:
 | `order` | transactions, commit_seq, changes, typed tables, audit, state | spark-submit `jobs/order.py` |
 | `validate` | Great Expectations; writes `validation.json` and the report; never publishes | spark-submit `jobs/validate.py` |
 | `publish` | once per run (pool `dblog_publish`): every dataset and the state of the run's sources in one atomic step; refuses a failed validation | python, emits Assets |
+| `tidy` | after the publish (pool `dblog_publish`): deletes what publishes took out of their versions (nights past retention, replaced folders), prepares the next version; the published version never needs it | python |
 | `report` | the data-quality report: path in the log, link in **Extra Links** | python, always runs |
 | `fail_if_any_task_failed` | makes the run fail when any task failed (report always succeeds) | watcher |
 
@@ -189,6 +190,12 @@ with DAG(
             outlet_events[asset].extra = at.asset_extra(out, dataset)
         return out
 
+    @task(pool=at.PUBLISH_POOL, execution_timeout=timedelta(minutes=30))
+    def tidy(plan_out: dict):
+        """After the publish: delete what the publishes took out of their versions and
+        prepare the next version (the published one never needs this)."""
+        return at.tidy_run(plan_out)
+
     report = DataQualityReportOperator(task_id="report", trigger_rule=TriggerRule.ALL_DONE,
                                        retries=0, execution_timeout=timedelta(minutes=5))
 
@@ -205,4 +212,5 @@ with DAG(
     manifest = merge_manifest(planned, staged)
     published = publish(planned)
     manifest >> decode >> order >> validate >> published >> report
+    published >> tidy(planned)
     list(dag.tasks) >> fail_if_any_task_failed()

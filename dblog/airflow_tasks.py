@@ -224,6 +224,24 @@ def publish_run(plan_out: dict) -> dict:
     return out
 
 
+def tidy_run(plan_out: dict) -> dict:
+    """After the publish: delete what the publishes took out of their versions, prepare the
+    next one (``dblog.publish.tidy``). The published version never depends on it; a failed
+    or killed tidy is finished by its retry, the next tidy or the next publish."""
+    import time
+
+    from .metrics import record_seconds
+    from .paths import DataRoot
+    from .publish import tidy
+
+    t0 = time.monotonic()
+    done = tidy(DataRoot(Path(plan_out["data_root"])))
+    record_seconds(Path(plan_out["run_dir"]), "tidy", time.monotonic() - t0)
+    log.info("tidy: %d folders of the trash deleted, next version from %s", done["trash_removed"],
+             done["next_from"] or "as is")
+    return done
+
+
 def asset_extra(published: dict, dataset: str) -> dict:
     return {"source": ",".join(published["sources"]), "sources": published["sources"],
             "date": published["date"], "snapshot": published["snapshot"],

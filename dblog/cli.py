@@ -3,6 +3,7 @@
     dblog run --date YYYY-MM-DD [--config FILE] [--data-root DIR] [--source NAME ...]
     dblog synth --date YYYY-MM-DD [--days N] [--transactions N] [--source NAME ...]
     dblog mirror --source NAME --table SCHEMA.TABLE [--as-of YYYY-MM-DD] [--show N]
+    dblog tidy [--data-root DIR]
 
 ``run`` exits 0 when it published, 1 when validation failed (nothing published),
 2 on bad usage (including a malformed configuration or catalog), 3 when the run itself
@@ -72,6 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
     mir.add_argument("--show", type=int, default=0, metavar="N", help="also print the first N rows")
     mir.add_argument("--config", help="sources file (default $DBLOG_CONFIG or include/sources.yaml)")
     mir.add_argument("--data-root", help="data root (default $DBLOG_DATA_ROOT or ./data)")
+    tid = sub.add_parser("tidy", help="the step after a publish (run by `run` and the DAG): delete "
+                                      "what publishes took out, prepare the next version")
+    tid.add_argument("--data-root", help="data root (default $DBLOG_DATA_ROOT or ./data)")
     return p
 
 
@@ -84,6 +88,13 @@ def main(argv: list[str] | None = None) -> int:
             print("dblog: --show must be >= 0", file=sys.stderr)
             return 2
         return mirror_command(args)
+    if args.command == "tidy":
+        from .publish import tidy
+
+        done = tidy(DataRoot.of(args.data_root))
+        print(f"tidy: {done['trash_removed']} folders of the trash deleted, next version from "
+              f"{done['next_from'] or 'as is'}, {done['logs_removed']} old change lists dropped")
+        return 0
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # py4j logs every closed gateway connection (one per thread of the concurrent writes)
     logging.getLogger("py4j").setLevel(logging.WARNING)

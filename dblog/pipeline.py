@@ -24,7 +24,7 @@ from .mirror import mirror_stage
 from .ordering import load_summary, order_stage
 from .paths import DataRoot, new_run_id, safe_run_id
 from .progress import Progress, staged_text
-from .publish import PublishError, publish
+from .publish import PublishError, publish, tidy
 from .stage import load_manifest, stage
 from .tables import tables_stage
 
@@ -121,6 +121,12 @@ def publish_night(run_dir: Path, only_sources: list[str] | None = None) -> Path:
     return version
 
 
+def tidy_published(run_dir: Path) -> dict:
+    """The step after the publish (``dblog.publish.tidy``): deletes what the publishes took
+    out of their versions and prepares the next one. The published version never needs it."""
+    return tidy(DataRoot.of(load_manifest(run_dir)["data_root"]))
+
+
 def _preload_validation() -> None:
     """Import Great Expectations (seconds of imports) in a background thread while the
     JVM decodes and orders: the validate stage then finds it loaded. Only an import."""
@@ -193,6 +199,7 @@ def run_night(date: str, config: str | None = None, data_root: str | None = None
         progress.begin("publish")
         version = None
         failures = list(result.failures)
+        warnings = list(result.warnings)
         published = result.success
         if result.success:
             try:
@@ -202,14 +209,26 @@ def run_night(date: str, config: str | None = None, data_root: str | None = None
                 failures.append(f"publish refused: {exc}")
                 _mark_report_unpublished(result.report, str(exc))
         lap("publish", "published" if published else "nothing published")
+        if published:
+            current = "tidy"
+            progress.begin("tidy")
+            try:
+                done = tidy_published(run_dir)
+                detail = f"{done['trash_removed']} removed, next from {done['next_from'] or 'as is'}"
+            except Exception as exc:  # noqa: BLE001 - the night is published whatever tidy does
+                log.warning("tidy failed after the publish: %s", describe_error(exc))
+                warnings.append(f"tidy failed ({describe_error(exc)}); the night is published, "
+                                "the next tidy or publish finishes it")
+                detail = "failed"
+            lap("tidy", detail)
         current = "lineage"
-        lineage.end(published, run_dir, seconds, failures, result.warnings)
+        lineage.end(published, run_dir, seconds, failures, warnings)
     except ConfigError:
         raise
     except Exception as exc:  # noqa: BLE001 - any failure of the run itself: exit 3, says where
         raise RunFailed(current, run_dir, exc) from exc
     return RunResult(run_dir.name, date, published, result.report, summary, failures,
-                     version, seconds, result.warnings)
+                     version, seconds, warnings)
 
 
 def _mark_report_unpublished(report: str | None, why: str) -> None:

@@ -15,19 +15,28 @@ One publish = one ``rename()`` of a new link over ``published``: a reader that r
 link sees the old version or the new one, whole; a publish killed at any point leaves the
 current version untouched and can be run again on the same run.
 
-**Cost O(night).** There are ``KEEP_VERSIONS`` version directories, used in turn (a ring).
-The next version is built in the oldest one: it is renamed to ``.published/building``,
-brought up to date by re-linking, from the current version, only the paths that the
-publishes it missed changed (their change lists are kept in ``.published/log/<seq>.json``),
-and then gets this run's partitions. So a publish touches the paths of at most
-``KEEP_VERSIONS`` nights, never the whole history; nothing lists a directory whose size
-grows with the number of nights. Readers see plain directories (no symbolic links inside a
+**Cost O(night).** Readers may hold the current version and the ``KEEP_VERSIONS - 1``
+before it; a fourth tree, ``.published/next``, is the current version again, caught up by
+``tidy`` after the previous publish. A publish renames ``next`` to ``.published/building``
+and adds its run's partitions (and takes out what it replaces); it touches the paths of
+one night. Without a ``next`` (tidy did not run, or was killed) it builds in the oldest
+version no reader holds and first re-links, from the current version, the paths the
+publishes it missed changed (their change lists are kept in ``.published/log/<seq>.json``):
+the paths of at most ``KEEP_VERSIONS`` nights. Nothing lists a directory whose size grows
+with the number of nights. Readers see plain directories (no symbolic links inside a
 version), so every reader's hive partition discovery works as on any Parquet folder.
 
-Readers that resolved an older version keep it, unchanged, for the next
-``KEEP_VERSIONS - 1`` publishes; then it is renamed away for rebuilding (such a reader gets
-"no such file", never a changed tree). Files are hard links: nothing a version still names
-is ever freed, so there is no garbage to collect beyond the paths a publish replaces.
+**A publish deletes no folder; tidy does, after the swap** (as Delta's VACUUM or Iceberg's
+expire_snapshots run after their commits). Paths a publish takes out of the version it
+builds (a rerun's leftovers, nights past a dataset's retention, paths it replaces) are
+renamed into ``.published/trash/`` (one ``rename`` each). ``tidy`` (see there) then
+deletes the trash, catches the oldest version no reader holds up into ``next``, and drops
+old change lists. Readers that resolved an older version keep it, unchanged, for the next
+``KEEP_VERSIONS - 1`` publishes; then it is renamed away for rebuilding (such a reader
+gets "no such file", never a changed tree). Files are hard links: nothing a version still
+names is ever freed. If tidy never runs, publishes stay correct and cost the catch-up of
+``KEEP_VERSIONS`` nights, and the trash keeps every removed folder (the disk a dataset's
+retention would free is not freed).
 
 **Kill safety.** Before it changes anything in ``building``, a publish records there
 (``_BUILDING.json``) every path it is about to touch; a later attempt (the same run again,
@@ -49,13 +58,11 @@ with one ``syncfs()`` of the data root's file system (Linux; elsewhere one ``fsy
 new file and per changed directory): one journal commit instead of one per file and
 directory. A ``syncfs`` also writes out whatever else is dirty on that file system (e.g.
 Spark's local directories when they share it); ``DBLOG_PUBLISH_SYNC=fsync`` makes the
-publish fsync path by path instead. Paths a publish removes (a rerun's leftovers, nights past a dataset's
-retention) are renamed into ``.published/trash/`` (one ``rename`` each, inside the version
-being built) and deleted after the swap, when no version names them any more.
+publish fsync path by path instead.
 
 Publishes are serialised by a lock file (and by an Airflow pool in the DAG).
 ``DBLOG_PUBLISH_FAILPOINT=<step>`` makes the process kill itself (SIGKILL) at that step;
-the tests use it to prove the above. Steps: see ``FAILPOINTS``.
+the tests use it to prove the above. Steps: see ``FAILPOINTS`` and ``TIDY_FAILPOINTS``.
 """
 
 from __future__ import annotations
@@ -89,9 +96,13 @@ BUILDING = "building"
 STATE = "state"
 LINK_PREFIX = ".published-link-"
 TRASH = "trash"
+NEXT = "next"              # .published/next: caught up with the current version by tidy
+LEGACY_TOP = ("quarantine", "audit", "state")     # top-level folders of an older layout
 FAILPOINT_ENV = "DBLOG_PUBLISH_FAILPOINT"
 FAILPOINTS = ("slot", "intent", "catch_up", "datasets", "state", "index", "marker", "fsync",
               "log", "renamed", "link", "swapped")
+TIDY_FAILPOINTS = ("tidy_slot", "tidy_intent", "tidy_catch_up", "tidy_synced", "tidy_next",
+                   "tidy_trash", "tidy_log")
 VERSION_RE = re.compile(r"^v(\d{8})$")
 
 
@@ -218,14 +229,10 @@ class _Writer:
         if _syncfs(self.top):
             return
         for f in self.files:
-            fd = os.open(f, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            _fsync_path(f)
         for d in sorted(self.dirs, key=lambda p: -len(p.parts)):
             if d.is_dir():
-                _fsync_dir(d)
+                _fsync_path(d)
 
 
 @functools.cache
@@ -267,7 +274,8 @@ def _link(src: Path, dst: Path) -> None:
         shutil.copy2(src, dst)
 
 
-def _fsync_dir(path: Path) -> None:
+def _fsync_path(path: Path) -> None:
+    """fsync a file or a directory."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -424,11 +432,17 @@ def check_renumbering(root: DataRoot, manifest: dict, summary: dict, sources) ->
 # ----------------------------------------------------------------- the ring of versions
 
 def _take_slot(root: DataRoot, current: Path | None, seq: int) -> Path:
-    """The directory the next version is built in, named ``building`` (never the current one)."""
+    """The directory the next version is built in, named ``building`` (never the current one):
+    a killed attempt's ``building``, else the ``next`` that tidy caught up, else (tidy did
+    not run) the oldest version readers no longer hold, else (ring not full) a new one."""
     vdir = root.versions
     building = vdir / BUILDING
     if building.is_dir():
         return building                               # a killed attempt: its intent is inside
+    if (vdir / NEXT).is_dir():
+        os.rename(vdir / NEXT, building)
+        _fsync_path(vdir)
+        return building
     candidates = []
     for p in vdir.iterdir():
         m = VERSION_RE.match(p.name)
@@ -442,10 +456,10 @@ def _take_slot(root: DataRoot, current: Path | None, seq: int) -> Path:
         pick = versions[0][1]                          # the oldest version
     else:
         building.mkdir()
-        _fsync_dir(vdir)
+        _fsync_path(vdir)
         return building
     os.rename(pick, building)
-    _fsync_dir(vdir)
+    _fsync_path(vdir)
     return building
 
 
@@ -484,16 +498,53 @@ def _base_of(slot: Path) -> int:
 
 def _legacy_parts(root: DataRoot, current: Path | None) -> list[tuple[str, Path]]:
     """An older layout's data (a snapshot without version number, top-level quarantine/,
-    audit/ and state/): (where it goes in a version, where it is)."""
+    audit/ and state/): (where it goes in a version, where it is). The current version's
+    folders come last: when a migration was killed after its swap, they hold what it
+    published on top of the old folders and win."""
     parts = []
-    if current is not None:
-        parts += [(p.name, p) for p in sorted(current.iterdir())
-                  if p.is_dir() and not p.name.startswith((".", "_"))]
-    for name in ("quarantine", "audit", "state"):
+    for name in LEGACY_TOP:
         old = root.root / name
         if old.is_dir() and not old.is_symlink():
             parts.append((name, old))
+    if current is not None:
+        parts += [(p.name, p) for p in sorted(current.iterdir())
+                  if p.is_dir() and not p.name.startswith((".", "_"))]
     return parts
+
+
+def _catch_up(root: DataRoot, w: _Writer, current: Path | None, cur_seq: int,
+              touching: set[str], step: str) -> None:
+    """Make the slot ``w.top`` equal to ``current`` (version ``cur_seq``), except for the
+    paths in ``touching``, which the caller writes next (they go into the intent).
+
+    The slot's intent (``_BUILDING.json``, else its marker) says which version it holds
+    and which paths a killed attempt may have left half-done; the change lists of the
+    publishes since then say what else differs. When a change list is gone (or the slot
+    is new and the ring short of it), the slot is rebuilt whole from ``current``."""
+    slot = w.top
+    intent = _read_json(slot / BUILDING_FILE) or {}
+    base = _base_of(slot)
+    missed = _log_paths(root, base, cur_seq)
+    pending = set(intent.get("paths", []))
+    if missed is None:
+        for p in list(slot.iterdir()):
+            w.remove(p.name)
+        w.write_json(BUILDING_FILE, {"base": 0, "paths": [], "full": True})
+        _failpoint(step)
+        if current is not None:
+            for p in sorted(current.iterdir()):
+                if p.name not in (PUBLISHED_MARKER, BUILDING_FILE):
+                    w.link_tree(p, p.name, durable_files=False)
+        w.write_json(BUILDING_FILE, {"base": cur_seq, "paths": sorted(touching)})
+        return
+    w.write_json(BUILDING_FILE, {"base": base, "paths": sorted(pending | missed | touching)})
+    _failpoint(step)
+    for rel in _outermost(pending | missed, covered=touching):
+        src = current / rel if current is not None else None
+        if src is not None and os.path.lexists(src):
+            w.link_tree(src, rel, durable_files=False)
+        else:
+            w.remove(rel)
 
 
 def publish(root: DataRoot, manifest: dict, run_dir: Path, summary: dict,
@@ -516,41 +567,24 @@ def publish(root: DataRoot, manifest: dict, run_dir: Path, summary: dict,
         cur_seq = _version_seq(current)
         legacy = cur_seq is None or any(
             (root.root / n).is_dir() and not (root.root / n).is_symlink()
-            for n in ("quarantine", "audit", "state"))
+            for n in LEGACY_TOP)
         seq = (cur_seq or 0) + 1
         slot = _take_slot(root, current, seq)
         _failpoint("slot")
-        plan = _plan(current if not legacy else None, manifest, run_dir, sources, seq) \
-            if not legacy else None
-        base = _base_of(slot)
-        missed = None if legacy else _log_paths(root, base, cur_seq or 0)
-        pending = set((_read_json(slot / BUILDING_FILE) or {}).get("paths", []))
         w = _Writer(slot, trash=root.versions / TRASH)
-        if missed is None:                        # rebuild whole: ring not full, log gone, old layout
+        if legacy:                                # an older layout: rebuilt whole, once
             for p in list(slot.iterdir()):
                 w.remove(p.name)
             w.write_json(BUILDING_FILE, {"base": 0, "paths": [], "full": True})
             _failpoint("intent")
-            if legacy:
-                for rel, src in _legacy_parts(root, current):
-                    w.link_tree(src, rel, durable_files=False)
-                _index_legacy_state(w)
-                plan = _plan(slot, manifest, run_dir, sources, seq)
-            elif current is not None:
-                for p in sorted(current.iterdir()):
-                    if p.name not in (PUBLISHED_MARKER, BUILDING_FILE):
-                        w.link_tree(p, p.name, durable_files=False)
+            for rel, src in _legacy_parts(root, current):
+                w.link_tree(src, rel, durable_files=False)
+            _index_legacy_state(w)
+            plan = _plan(slot, manifest, run_dir, sources, seq)
             w.write_json(BUILDING_FILE, {"base": seq - 1, "paths": sorted(plan.paths)})
-        else:
-            w.write_json(BUILDING_FILE, {"base": base,
-                                         "paths": sorted(pending | missed | plan.paths)})
-            _failpoint("intent")
-            for rel in _outermost(pending | missed, covered=set(plan.links)):
-                src = current / rel if current is not None else None
-                if src is not None and os.path.lexists(src):
-                    w.link_tree(src, rel, durable_files=False)
-                else:
-                    w.remove(rel)
+        else:                                     # usually nothing: tidy caught ``next`` up
+            plan = _plan(current, manifest, run_dir, sources, seq)
+            _catch_up(root, w, current, cur_seq, plan.paths, "intent")
         _failpoint("catch_up")
         # the run's partitions, dataset by dataset, then the state
         by_dataset: dict[str, list[str]] = {}
@@ -586,51 +620,148 @@ def publish(root: DataRoot, manifest: dict, run_dir: Path, summary: dict,
         with open(tmp) as fh:
             os.fsync(fh.fileno())
         os.replace(tmp, logdir / f"{seq:08d}.json")
-        _fsync_dir(logdir)
+        _fsync_path(logdir)
         _failpoint("log")
         version = root.versions / version_name(seq)
         os.rename(slot, version)
-        _fsync_dir(root.versions)
+        _fsync_path(root.versions)
         _failpoint("renamed")
         link = root.root / f"{LINK_PREFIX}{uuid.uuid4().hex[:8]}"
         os.symlink(os.path.relpath(version, root.root), link)
         _failpoint("link")
         os.replace(link, root.published)  # the atomic moment
-        _fsync_dir(root.root)
+        _fsync_path(root.root)
         _failpoint("swapped")
-        _tidy(root, version, seq, legacy, current)
+        try:                              # the version is whole without it; tidy retries
+            (version / BUILDING_FILE).unlink()
+        except FileNotFoundError:
+            pass
+        if legacy:                        # the new version holds them: never taken in again
+            _discard_legacy_top(root)
     return version
 
 
-def _tidy(root: DataRoot, version: Path, seq: int, legacy: bool, previous: Path | None) -> None:
-    """After the swap: forget the finished intent, old change lists, stray links; an older
-    layout's leftovers go once the new version holds them."""
-    try:
-        (version / BUILDING_FILE).unlink()
-    except FileNotFoundError:
-        pass
-    logdir = root.versions / "log"
-    for n in range(max(0, seq - LOG_KEEP - 8), seq - LOG_KEEP + 1):
-        try:
-            (logdir / f"{n:08d}.json").unlink()
-        except FileNotFoundError:
-            pass
-    for p in root.root.glob(LINK_PREFIX + "*"):
-        if p.is_symlink():
-            p.unlink()
-    shutil.rmtree(root.versions / TRASH, ignore_errors=True)   # no version names these
-    if legacy:
-        attic = root.versions / f"legacy-{uuid.uuid4().hex[:8]}"
-        attic.mkdir()
-        for name in ("quarantine", "audit", "state"):
-            old = root.root / name
-            if old.is_dir() and not old.is_symlink():
-                os.rename(old, attic / name)
-        shutil.rmtree(attic, ignore_errors=True)
-    for p in root.versions.iterdir():     # snapshots of the earlier layout, once not the previous
-        if p.is_dir() and p.name.startswith("v") and not VERSION_RE.match(p.name) \
-                and (not legacy or previous is None or p.resolve() != previous):
-            shutil.rmtree(p, ignore_errors=True)
+# ----------------------------------------------------------------- tidy (after the swap)
+
+def _discard_legacy_top(root: DataRoot) -> int:
+    """Top-level quarantine/, audit/, state/ of an older layout, once a version holds them:
+    renamed into the trash (deleted by tidy)."""
+    n = 0
+    for name in LEGACY_TOP:
+        old = root.root / name
+        if old.is_dir() and not old.is_symlink():
+            trash = root.versions / TRASH
+            trash.mkdir(exist_ok=True)
+            os.rename(old, trash / f"legacy-{name}-{uuid.uuid4().hex[:8]}")
+            n += 1
+    return n
+
+
+def _slot_for_next(root: DataRoot, cur_seq: int, trash: Path) -> tuple[Path, str] | None:
+    """The folder tidy catches up as ``next`` (renamed ``building`` while it works), or None
+    when ``next`` is already the current version. Never a version a reader may hold: those
+    are the current one and the ``KEEP_VERSIONS - 1`` before it."""
+    vdir = root.versions
+    building, nxt = vdir / BUILDING, vdir / NEXT
+    if building.is_dir():                  # a killed publish or tidy: its intent is inside
+        if nxt.is_dir():                   # (never both, by construction; a stale one goes)
+            os.rename(nxt, trash / f"next-{uuid.uuid4().hex[:8]}")
+        return building, "killed attempt"
+    if nxt.is_dir():
+        intent = _read_json(nxt / BUILDING_FILE) or {}
+        if intent.get("base") == cur_seq and not intent.get("paths") and not intent.get("full"):
+            return None
+        os.rename(nxt, building)
+        return building, "stale next"
+    versions = sorted((int(m.group(1)), p) for p in vdir.iterdir()
+                      if (m := VERSION_RE.match(p.name)) and p.is_dir())
+    leftovers = [p for n, p in versions if n > cur_seq]          # renamed, never linked
+    unheld = [p for n, p in versions if n <= cur_seq - KEEP_VERSIONS]
+    take = (leftovers + unheld)[:1]
+    for p in (leftovers + unheld)[1:]:     # more than one no reader holds (e.g. a smaller ring)
+        os.rename(p, trash / f"{p.name}-{uuid.uuid4().hex[:8]}")
+    if take:
+        os.rename(take[0], building)
+        return building, f"{take[0].name}"
+    building.mkdir()
+    return building, "new (ring not yet full)"
+
+
+def tidy(root: DataRoot) -> dict:
+    """The step after a publish (Delta's VACUUM, Iceberg's expire_snapshots): everything the
+    publish left for later, none of it needed by the published version.
+
+    1. what a publish killed after its swap left: its intent file, its unused link;
+    2. ``next``: the oldest version no reader may still hold (older than the current one and
+       the ``KEEP_VERSIONS - 1`` before it) is caught up with the current version (the paths
+       of the publishes it missed, from their change lists), made durable and renamed
+       ``.published/next``: the next publish only adds its own night;
+    3. the trash: folders the publishes and step 2 took out of a version (nights past a
+       dataset's retention, a rerun's leftovers, replaced paths) are deleted; no version
+       names them;
+    4. change lists older than ``LOG_KEEP`` publishes; an older layout's leftovers.
+
+    Under the publish lock. Killed at any step it leaves every version as it was (step 2
+    works in ``building`` with an intent, like a publish), and the next tidy, or publish,
+    finishes it. Returns what it did (for logs and the benchmark)."""
+    out = {"next_from": None, "dirs_touched": 0, "trash_removed": 0, "logs_removed": 0}
+    vdir = root.versions
+    if not vdir.is_dir():
+        return out
+    with publish_lock(root):
+        current = current_version(root)
+        cur_seq = _version_seq(current)
+        trash = vdir / TRASH
+        trash.mkdir(exist_ok=True)
+        if current is not None and cur_seq is not None:
+            try:
+                (current / BUILDING_FILE).unlink()
+            except FileNotFoundError:
+                pass
+        for p in root.root.glob(LINK_PREFIX + "*"):
+            if p.is_symlink():
+                p.unlink()
+        if cur_seq is not None and current is not None:
+            _discard_legacy_top(root)
+            previous = (_read_json(current / PUBLISHED_MARKER) or {}).get("previous")
+            for p in vdir.iterdir():       # snapshots of the earlier layout, once not the previous
+                if p.is_dir() and p.name.startswith("v") and not VERSION_RE.match(p.name) \
+                        and p.name != previous:
+                    os.rename(p, trash / f"{p.name}-{uuid.uuid4().hex[:8]}")
+            taken = _slot_for_next(root, cur_seq, trash)
+            _failpoint("tidy_slot")
+            if taken is not None:
+                slot, out["next_from"] = taken
+                _fsync_path(vdir)
+                w = _Writer(slot, trash=trash)
+                _catch_up(root, w, current, cur_seq, set(), "tidy_intent")
+                out["dirs_touched"] = len(w.dirs)
+                _failpoint("tidy_catch_up")
+                w.sync()                   # the caught-up tree durable before it says so
+                _failpoint("tidy_synced")
+                w.write_json(BUILDING_FILE, {"base": cur_seq, "paths": []})
+                _fsync_path(slot / BUILDING_FILE)
+                _fsync_path(slot)
+                os.rename(slot, vdir / NEXT)
+                _fsync_path(vdir)
+                _failpoint("tidy_next")
+        for entry in sorted(os.scandir(trash), key=lambda e: e.name):
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path)
+            else:
+                os.unlink(entry.path)
+            out["trash_removed"] += 1
+            _failpoint("tidy_trash")
+        trash.rmdir()
+        logdir = vdir / "log"
+        if logdir.is_dir() and cur_seq:
+            for entry in os.scandir(logdir):
+                m = re.match(r"^(\d{8})\.json$", entry.name)
+                if (m and int(m.group(1)) <= cur_seq - LOG_KEEP) or entry.name.startswith("."):
+                    os.unlink(entry.path)       # old change lists; a killed publish's temporary
+                    out["logs_removed"] += 1
+        _failpoint("tidy_log")
+    return out
 
 
 def _index_legacy_state(w: _Writer) -> None:

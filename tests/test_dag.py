@@ -171,6 +171,7 @@ def test_stages_in_order(parsed):
     assert t["validate"]["upstream"] == ["order"]
     assert t["publish"]["upstream"] == ["plan", "validate"]
     assert t["report"]["upstream"] == ["publish"]
+    assert t["tidy"]["upstream"] == ["plan", "publish"]       # after the swap, off its path
     assert set(t["fail_if_any_task_failed"]["upstream"]) == set(t) - {"fail_if_any_task_failed"}
 
 
@@ -188,6 +189,7 @@ def test_stage_mapped_per_source_and_one_publish_serialised(parsed):
     t = parsed["dag"]["tasks"]
     assert t["stage"]["mapped"] and not t["publish"]["mapped"]   # one atomic publish per run
     assert t["publish"]["pool"] == "dblog_publish"
+    assert t["tidy"]["pool"] == "dblog_publish" and not t["tidy"]["mapped"]
     assert sorted(t["publish"]["outlets"]) == ["dblog://published/changes", "dblog://published/tables",
                                                "dblog://published/transactions"]
     assert t["report"]["trigger_rule"] == "all_done"

@@ -65,6 +65,29 @@ def test_undo_records_of_earlier_archives_and_nights_are_matched(spark):
     assert got[log.position(d)]["kind"] == "change" and got[log.position(d)]["from_state"]
 
 
+def test_ordering_rewrites_only_the_rows_in_the_hooks_scope(spark, tmp_path):
+    """``dblog.ordering.stage.resolve`` writes only the v10 undo rows (``resolve_scope``) and
+    reads the others as decoded: the same rows as the whole hook's output."""
+    from dblog.ordering.stage import resolve
+
+    log = Log10()
+    e = log.enc
+    a = log.add(1, 0x4E, e.insert(ORDERS, 5, ORDERS_V))
+    log.add(2, 0x4E, e.insert(NOTES, 7, ["y", 2]))
+    cut = len(log.recs)
+    u = log.add(1, 0x43, e.undo_insert("2.5", 5))                      # undoes a, archive 1
+    log.add(1, 0x41, e.abort())
+    events = frame(spark, rows_of(b"".join(log.recs[:cut]), "S1")) \
+        .unionByName(frame(spark, rows_of(b"".join(log.recs[cut:]), "S2")))
+    manifest = {"sources": [{"name": "hr", "format": "db2luw"}]}
+    got = resolve(spark, events, manifest, tmp_path)
+    key = lambda r: (r["archive_file"], r["record_index"])   # noqa: E731
+    assert sorted(got.collect(), key=key) == sorted(db2.resolve_transactions(events).collect(), key=key)
+    assert {r["position"]: r["undo_of"] for r in got.collect()}[log.position(u)] == log.position(a)
+    written = spark.read.parquet(str(tmp_path / "resolved")).collect()
+    assert [(r["kind"], r["position"]) for r in written] == [("undo", log.position(u))]
+
+
 def test_version_7_rows_pass_unchanged(spark):
     from .test_db2luw import golden_log
 

@@ -232,4 +232,4 @@ def test_every_run_wrote_lineage_events_that_validate(spark, tmp_path_factory):
             assert outs["changes"] == len(changes)
             assert outs["metrics"] == len(read_metrics(root / "published" / "metrics", night_date(n)))
             assert set(end["run"]["facets"]["dblog"]["seconds"]) == {
-                "stage", "decode", "order", "validate", "publish"}
+                "stage", "decode", "order", "validate", "publish", "tidy"}

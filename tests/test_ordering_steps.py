@@ -112,6 +112,54 @@ def test_classify_takes_the_transactions_columns_over_the_changes(spark):
     same(classify(ch, trx, extra=["commit_seq", "commit_position"]), want)
 
 
+def test_published_changes_are_classify_filtered_on_published(spark):
+    from pyspark.sql import functions as F
+
+    from dblog.ordering.classify import classify, published_changes
+
+    trx = spark.createDataFrame([
+        ("s1", "1", "committed", False, ["0012"], 1), ("s1", "2", "committed", True, None, None),
+        ("s1", "3", "rolled_back", False, None, None), ("s1", "4", "open", False, None, None),
+        ("s1", "5", "committed", False, None, 2), ("s2", "1", "committed", False, None, 1),
+    ], TRX_DDL + ", commit_seq LONG")
+    ch = events(spark, [
+        {"kind": "change", "trx_id": "1", "position": "0011"},
+        {"kind": "change", "trx_id": "1", "position": "0012"},
+        {"kind": "change", "trx_id": "2", "position": "0021"},
+        {"kind": "change", "trx_id": "3", "position": "0030"},
+        {"kind": "change", "trx_id": "4", "position": "0040"},
+        {"kind": "change", "trx_id": None, "position": "0050"},
+        {"kind": "change", "trx_id": "5", "position": "0051"},
+        {"kind": "change", "trx_id": "5", "position": "0052"},
+        {"kind": "change", "trx_id": "1", "source": "s2", "position": "0011"},
+    ])
+    got = published_changes(ch, trx.filter(F.col("commit_seq").isNotNull()), extra=["commit_seq"])
+    want = classify(ch, trx, extra=["commit_seq"]).filter(F.col("bucket") == "published")
+    assert got.count() == 4
+    same(got, want, ["source", "trx_id", "position", "commit_seq", "bucket"])
+
+
+def test_event_seq_of_published_changes_shuffles_the_wide_rows_once(spark):
+    """The window by transaction reuses the join's partitioning: one exchange of the change
+    rows (``with_transaction``'s union after the join made it two: 0.9 GB each at 5 x 1M)."""
+    from pyspark.sql import functions as F
+
+    from dblog.ordering.classify import published_changes
+    from dblog.ordering.sequence import event_seq
+
+    spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
+    try:
+        trx = spark.createDataFrame([("s1", "1", "committed", False, None, 1)], TRX_DDL + ", commit_seq LONG")
+        ch = events(spark, [{"kind": "change", "trx_id": "1", "position": "0011", "after": "x"}])
+        out = event_seq(published_changes(ch, trx, extra=["commit_seq"]))
+        plan = out._jdf.queryExecution().executedPlan().toString()
+        assert out.count() == 1
+    finally:
+        spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
+    # AQE's initial plan: the change rows' side and the transactions' side, one exchange each
+    assert plan.count("Exchange hashpartitioning") == 2, plan
+
+
 def test_segment_pieces_follow_their_group(spark):
     from dblog.ordering.classify import segment_buckets
 

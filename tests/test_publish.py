@@ -79,6 +79,12 @@ def publish_in_subprocess(run_dir: Path, failpoint: str | None) -> int:
                           timeout=300).returncode
 
 
+def tidy_in_subprocess(run_dir: Path) -> int:
+    code = ("import sys; from pathlib import Path; from dblog.pipeline import tidy_published; "
+            "tidy_published(Path(sys.argv[1]))")
+    return subprocess.run([sys.executable, "-c", code, str(run_dir)], cwd=W.REPO, timeout=300).returncode
+
+
 def test_publish_killed_at_every_step(staged):
     root, run_dir, _ = staged
     before = W.published_state(root)
@@ -98,15 +104,20 @@ def test_publish_killed_at_every_step(staged):
     assert after_kill["link"] != before["link"]
     assert data_files(after_kill["files"]) == want
 
-    # and the same run publishes again, cleaning up what the killed attempts left
+    # and the same run publishes again over what the killed attempts left; tidy (run by
+    # dblog run and the DAG after the publish) clears the rest
     assert publish_in_subprocess(run_dir, None) == 0
     final = W.published_state(root)
     assert data_files(final["files"]) == want
     marker = json.loads((root / "published" / MARKER).read_text())
     assert marker["run_id"] == run_dir.name and marker["date"] == W.DATE2
+    assert not (root / ".published" / P.BUILDING).exists(), "half-built version left"
+    assert tidy_in_subprocess(run_dir) == 0
+    assert W.published_state(root) == final
     versions = sorted(p.name for p in (root / ".published").iterdir() if P.VERSION_RE.match(p.name))
     assert len(versions) <= P.KEEP_VERSIONS
-    assert not (root / ".published" / P.BUILDING).exists(), "half-built version left"
+    assert not (root / ".published" / P.BUILDING).exists() and not (root / ".published" / P.TRASH).exists()
+    assert (root / ".published" / P.NEXT).is_dir()
     assert not list(root.glob(P.LINK_PREFIX + "*"))
     # the state of night 2, published with it: held transactions and the last commit_seq
     state = root / "published" / "state" / W.SOURCE / W.DATE2

@@ -94,13 +94,24 @@ def whole_state(root: Path) -> dict:
 
 
 def check_ring(root: Path) -> None:
+    """After a publish and its tidy: the versions readers may hold, ``next`` caught up with
+    the current version, nothing else (no building, no trash, no stray link)."""
     names = sorted(p.name for p in (root / ".published").iterdir() if p.is_dir() and p.name != "log")
-    assert P.BUILDING not in names, "a finished publish left its building folder"
-    assert P.TRASH not in names, "a finished publish left removed paths in its trash"
-    assert all(P.VERSION_RE.match(n) for n in names), names
-    assert len(names) <= P.KEEP_VERSIONS
+    assert P.BUILDING not in names, "a finished publish and tidy left a building folder"
+    assert P.TRASH not in names, "tidy left removed paths in the trash"
+    versions = [n for n in names if n != P.NEXT]
+    assert all(P.VERSION_RE.match(n) for n in versions), names
+    assert len(versions) <= P.KEEP_VERSIONS
     assert not list(root.glob(P.LINK_PREFIX + "*"))
     assert not (root / "published" / P.BUILDING_FILE).exists()
+    current = Path(os.path.realpath(root / "published"))
+    assert P.NEXT in names, "tidy did not prepare the next version"
+    intent = json.loads((root / ".published" / P.NEXT / P.BUILDING_FILE).read_text())
+    assert intent == {"base": int(current.name[1:]), "paths": []}
+    # next holds exactly what the current version holds (the publish's own documents apart)
+    def data(files):
+        return {k: v for k, v in files.items() if k not in (P.BUILDING_FILE, P.PUBLISHED_MARKER)}
+    assert data(files_under(root / ".published" / P.NEXT)) == data(files_under(current))
 
 
 @pytest.fixture()
@@ -113,8 +124,11 @@ def retained(monkeypatch):
     monkeypatch.setitem(D.REGISTRY, RETAINED.name, RETAINED)
 
 
-def publish(root: Path, run: Path) -> Path:
+def publish(root: Path, run: Path, tidy: bool = True) -> Path:
+    """Publish the run, then (as ``dblog run`` and the DAG do) tidy."""
     B.publish_run(root, run)
+    if tidy:
+        B.tidy_run(root)
     return Path(os.path.realpath(root / "published"))
 
 
@@ -176,10 +190,12 @@ def test_nights_reruns_gaps_and_retention(tmp_path, template, retained, sync_mod
 
 
 def test_work_does_not_grow_with_the_nights_published(tmp_path, template, monkeypatch):
-    """Count the files a publish links and the directories it lists: the same after 4 and
-    after 24 nights (each publish touches the paths of at most KEEP_VERSIONS nights)."""
+    """Count the files a publish links and the directories it lists, and those of the tidy
+    after it: the same after 4 and after 24 nights. A publish after a tidy touches the paths
+    of its own night; the tidy catches ``next`` up over at most KEEP_VERSIONS nights."""
     root = tmp_path / "data"
     counts: dict[int, tuple[int, int]] = {}
+    tidy_counts: dict[int, tuple[int, int]] = {}
     links, walks = [0], [0]
     real_link, real_walk = P._link, os.walk
 
@@ -198,11 +214,15 @@ def test_work_does_not_grow_with_the_nights_published(tmp_path, template, monkey
         links[0] = walks[0] = 0
         B.publish_run(root, B.stage_night(root, n, 10, template))
         counts[n] = (links[0], walks[0])
-    assert counts[4] == counts[24], counts
-    # night 1 links its data files and its state's held/carry files; a later publish also
-    # re-links those of the (at most KEEP_VERSIONS - 1) publishes its version missed, and
-    # their state documents (seq.json, night.json)
-    assert counts[24][0] <= P.KEEP_VERSIONS * (counts[1][0] + 2)
+        links[0] = walks[0] = 0
+        B.tidy_run(root)
+        tidy_counts[n] = (links[0], walks[0])
+    # every publish links its night's data files and state (held/carry), nothing else
+    assert counts[1] == counts[2] == counts[4] == counts[24], counts
+    assert tidy_counts[4] == tidy_counts[24], tidy_counts
+    # the tidy re-links, into the oldest version no reader holds, the files of the
+    # KEEP_VERSIONS publishes it missed, and their state documents (seq.json, night.json)
+    assert tidy_counts[24][0] <= P.KEEP_VERSIONS * (counts[1][0] + 2)
 
 
 def _publish_code(failpoint: str | None) -> dict:
@@ -213,41 +233,64 @@ def _publish_code(failpoint: str | None) -> dict:
     return env
 
 
+# the subprocess registers what this process registered (e.g. the test's retained dataset)
+REGISTER = ("from dblog import datasets as D; import json; "
+            "[D.REGISTRY.setdefault(d['name'], D.Dataset(**d)) for d in json.loads(sys.argv[-1])]; ")
+
+
+def _registered() -> str:
+    return json.dumps([{"name": d.name, "layout": d.layout, "description": d.description,
+                        "retention": d.retention} for d in D.published()])
+
+
 def publish_in_subprocess(root: Path, run: Path, failpoint: str | None) -> int:
-    code = ("import sys; from pathlib import Path; from bench.publish import publish_run; "
-            "publish_run(Path(sys.argv[1]), Path(sys.argv[2]))")
-    return subprocess.run([sys.executable, "-c", code, str(root), str(run)], cwd=REPO,
+    code = ("import sys; from pathlib import Path; from bench.publish import publish_run; " + REGISTER
+            + "publish_run(Path(sys.argv[1]), Path(sys.argv[2]))")
+    return subprocess.run([sys.executable, "-c", code, str(root), str(run), _registered()], cwd=REPO,
                           env=_publish_code(failpoint), timeout=120).returncode
 
 
-def test_killed_at_every_step_then_another_run_publishes(tmp_path, template):
+def tidy_in_subprocess(root: Path, failpoint: str | None) -> int:
+    code = ("import sys; from pathlib import Path; from bench.publish import tidy_run; "
+            "tidy_run(Path(sys.argv[1]))")
+    return subprocess.run([sys.executable, "-c", code, str(root)], cwd=REPO,
+                          env=_publish_code(failpoint), timeout=120).returncode
+
+
+@pytest.mark.parametrize("tidied", [True, False], ids=["from_next", "without_tidy"])
+def test_killed_at_every_step_then_another_run_publishes(tmp_path, template, tidied):
+    """Killed at every step, both when the publish starts from the ``next`` that tidy
+    prepared and when no tidy ran (it builds in the oldest version and catches it up)."""
     root = tmp_path / "data"
     model = Model()
-    for n in (1, 2, 3):                                 # the ring is full: versions are reused
+    for n in (1, 2, 3, 4):                              # the ring is full: versions are reused
         run = B.stage_night(root, n, 4, template, sources=SOURCES)
-        publish(root, run)
+        publish(root, run, tidy=tidied or n < 3)
         model.publish(run)
+    assert (root / ".published" / P.NEXT).is_dir() == tidied
     before = whole_state(root)
-    killed = B.stage_night(root, 4, 6, template, sources=SOURCES, run_id="killed")
+    killed = B.stage_night(root, 5, 6, template, sources=SOURCES, run_id="killed")
     for step in P.FAILPOINTS[:P.FAILPOINTS.index("swapped")]:
         assert publish_in_subprocess(root, killed, step) == -signal.SIGKILL, step
         assert whole_state(root) == before, f"published/ changed by a publish killed at {step}"
     # another run of the same night publishes over what the killed attempts left
-    other = B.stage_night(root, 4, 2, template, sources=SOURCES, run_id="other")
+    other = B.stage_night(root, 5, 2, template, sources=SOURCES, run_id="other")
     assert publish_in_subprocess(root, other, None) == 0
     model.publish(other)
     assert published_files(root) == model.files()
+    assert tidy_in_subprocess(root, None) == 0
     check_ring(root)
     # killed right after the swap: the new version is whole; the same run publishes again
-    night5 = B.stage_night(root, 5, 3, template, sources=SOURCES)
-    assert publish_in_subprocess(root, night5, "swapped") == -signal.SIGKILL
-    model.publish(night5)
+    night6 = B.stage_night(root, 6, 3, template, sources=SOURCES)
+    assert publish_in_subprocess(root, night6, "swapped") == -signal.SIGKILL
+    model.publish(night6)
     assert published_files(root) == model.files()
-    assert publish_in_subprocess(root, night5, None) == 0
+    assert publish_in_subprocess(root, night6, None) == 0
     assert published_files(root) == model.files()
+    assert tidy_in_subprocess(root, None) == 0
     check_ring(root)
     marker = json.loads((root / "published" / P.PUBLISHED_MARKER).read_text())
-    assert marker["run_id"] == night5.name and marker["sources"] == list(SOURCES)
+    assert marker["run_id"] == night6.name and marker["sources"] == list(SOURCES)
 
 
 def test_readers_find_every_dataset_by_path(tmp_path, template):
@@ -308,3 +351,171 @@ def test_a_data_root_of_the_earlier_layout_moves_under_published(tmp_path, templ
     assert f"changes/source=src_a/date={d1}/part-old.parquet" in published_files(root)
     assert not old.exists()
     check_ring(root)
+
+
+def held_versions(root: Path) -> dict[str, dict[str, str]]:
+    """{name: files} of the versions a reader may still hold: the current one and the
+    KEEP_VERSIONS - 1 before it."""
+    current = int(Path(os.path.realpath(root / "published")).name[1:])
+    out = {}
+    for n in range(max(1, current - P.KEEP_VERSIONS + 1), current + 1):
+        v = root / ".published" / P.version_name(n)
+        assert v.is_dir(), f"{v.name} is gone while a reader may hold it"
+        out[v.name] = files_under(v)
+    return out
+
+
+def test_tidy_killed_at_every_step_then_tidy_or_publish_finishes(tmp_path, template, retained):
+    """Kill the tidy at each of its steps (after a publish that drops a night past the
+    retention, so that there is a trash to delete and a version to catch up): published/
+    and every version a reader may hold stay as they were; then, in turn, the next tidy
+    or the next publish (without a tidy before it) finishes the job."""
+    root = tmp_path / "data"
+    model = Model(retention=2)
+    opts = {"mirror_retention": 2}
+
+    def stage(n: int):
+        return B.stage_night(root, n, 3, template, sources=SOURCES, options=opts)
+
+    n = 0
+    for n in range(1, 6):
+        run = stage(n)
+        publish(root, run)
+        model.publish(run)
+    for i, step in enumerate(P.TIDY_FAILPOINTS):
+        n += 1
+        run = stage(n)
+        publish(root, run, tidy=False)
+        model.publish(run)
+        assert (root / ".published" / P.TRASH).is_dir(), "the publish deleted what it took out"
+        before, held = whole_state(root), held_versions(root)
+        assert tidy_in_subprocess(root, step) == -signal.SIGKILL, f"tidy was not killed at {step}"
+        assert whole_state(root) == before, f"published/ changed by a tidy killed at {step}"
+        assert held_versions(root) == held, f"a version a reader may hold changed (tidy killed at {step})"
+        assert published_files(root) == model.files()
+        if i % 2 == 0:                                 # the next tidy finishes it
+            assert tidy_in_subprocess(root, None) == 0
+            assert whole_state(root) == before and held_versions(root) == held
+        else:                                          # the next publish, then its tidy
+            n += 1
+            run = stage(n)
+            assert publish_in_subprocess(root, run, None) == 0
+            model.publish(run)
+            assert published_files(root) == model.files(), f"after a tidy killed at {step}"
+            assert tidy_in_subprocess(root, None) == 0
+        check_ring(root)
+        assert published_files(root) == model.files()
+
+
+def test_tidy_is_idempotent_and_keeps_disk_bounded(tmp_path, template, retained):
+    """A publish renames what leaves the version into the trash and deletes nothing; tidy
+    deletes it. With a tidy after every publish the files kept of a dataset with a
+    retention stay constant once the window and the ring are full; a second tidy changes nothing;
+    without tidies the trash keeps what the publishes removed, and one tidy clears it."""
+    root = tmp_path / "data"
+    opts = {"mirror_retention": 2}
+    model = Model(retention=2)
+
+    def entries() -> int:
+        """Files on disk of the dataset with a retention (distinct inodes: versions share
+        them as hard links), anywhere under .published/ (versions, next, trash)."""
+        inodes = set()
+        for dirpath, _dirs, files in os.walk(root / ".published"):
+            if "/retained_t/" in dirpath + "/" or "/" + P.TRASH + "/" in dirpath + "/":
+                inodes.update(os.stat(Path(dirpath) / f).st_ino for f in files)
+        return len(inodes)
+
+    sizes = {}
+    for n in range(1, 17):
+        run = B.stage_night(root, n, 3, template, sources=SOURCES, options=opts)
+        publish(root, run, tidy=False)
+        model.publish(run)
+        if n > 2:                                # night n - 2 left the retention window
+            gone = f"retained_t/src_a/BENCH.T0000/date={B.night_date(n - 2)}"
+            trashed = [p for p in (root / ".published" / P.TRASH).rglob("*.parquet")]
+            assert trashed, "the publish deleted what left the retention window"
+            assert not (root / "published" / gone).exists()
+        B.tidy_run(root)
+        check_ring(root)
+        again = whole_state(root), files_under(root / ".published")
+        assert B.tidy_run(root)[1] == {"next_from": None, "dirs_touched": 0, "trash_removed": 0,
+                                       "logs_removed": 0}
+        assert (whole_state(root), files_under(root / ".published")) == again
+        sizes[n] = entries()
+        # tidy freed the files of the nights past the retention (no other link to them)
+        assert published_files(root) == model.files()
+    assert sizes[8] == sizes[16], sizes
+    for n in range(17, 23):                       # no tidy: the trash keeps what was removed
+        run = B.stage_night(root, n, 3, template, sources=SOURCES, options=opts)
+        publish(root, run, tidy=False)
+        model.publish(run)
+        assert published_files(root) == model.files()
+    assert entries() > sizes[16]
+    assert len([p for p in (root / ".published").iterdir() if P.VERSION_RE.match(p.name)]) \
+        <= P.KEEP_VERSIONS + 1
+    from dblog.cli import main
+
+    assert main(["tidy", "--data-root", str(root)]) == 0       # dblog tidy
+    check_ring(root)
+    assert entries() == sizes[16]
+
+
+def test_readers_during_tidy_see_the_published_version(tmp_path, template, retained):
+    """pyarrow and DuckDB read published/<dataset> by path, and the older versions a reader
+    may hold, over and over while tidy runs: every read returns exactly what was published,
+    and no read fails (tidy never touches a version a reader may hold)."""
+    import threading
+
+    import duckdb
+    import pyarrow.dataset as pads
+
+    root = tmp_path / "data"
+    opts = {"mirror_retention": 2}
+    for n in range(1, 5):
+        publish(root, B.stage_night(root, n, 20, template, sources=SOURCES, options=opts))
+
+    def by_pyarrow(path: Path):
+        t = pads.dataset(str(path), format="parquet", partitioning="hive").to_table()
+        return t.num_rows, tuple(sorted(set(map(str, t.column("date").to_pylist()))))
+
+    def by_duckdb(path: Path):
+        con = duckdb.connect()
+        try:
+            return con.sql(f"select count(*), count(distinct filename) from read_parquet("
+                           f"'{path}/**/*.parquet', filename=true)").fetchone()
+        finally:
+            con.close()
+
+    for n in range(5, 8):
+        publish(root, B.stage_night(root, n, 20, template, sources=SOURCES, options=opts), tidy=False)
+        held = held_versions(root)
+        paths = [root / "published" / "changes", root / "published" / "retained_t"] + \
+            [root / ".published" / v / "retained_t" for v in held]
+        want = {(r.__name__, p): r(p) for r in (by_pyarrow, by_duckdb) for p in paths}
+        seen: list[tuple] = []
+        errors: list[str] = []
+        stop = threading.Event()
+
+        def loop(read, path):
+            while not stop.is_set():
+                try:
+                    seen.append(((read.__name__, path), read(path)))
+                except Exception as exc:  # noqa: BLE001 - no read may fail during a tidy
+                    errors.append(f"{read.__name__} {path}: {exc}")
+                    return
+
+        threads = [threading.Thread(target=loop, args=(r, p)) for r in (by_pyarrow, by_duckdb)
+                   for p in paths]
+        for t in threads:
+            t.start()
+        try:
+            for _ in range(3):                   # the tidy, and tidies with nothing left to do
+                B.tidy_run(root)
+        finally:
+            stop.set()
+            for t in threads:
+                t.join()
+        assert not errors, errors
+        assert seen and all(got == want[key] for key, got in seen)
+        assert held_versions(root) == held
+        check_ring(root)

@@ -53,6 +53,23 @@ def classify(changes, trx, extra=()):
         .drop("undone")
 
 
+def published_changes(changes, trx, extra=()):
+    """changes -> the ``published`` ones, with ``bucket`` and the ``extra`` columns of their
+    transaction: the same rows as ``classify(...)`` filtered on ``published``, by an inner
+    join on (source, trx_id) with the transactions that publish (``trx`` filtered by the
+    caller, e.g. on ``commit_seq``). No union after the join (``with_transaction`` keeps the
+    rows without a transaction that way), so a window by transaction on the result reuses
+    the join's partitioning: the wide rows are shuffled once, not twice."""
+    from pyspark.sql import functions as F
+
+    columns = ["status", "capture_off", "undone", *extra]
+    rows = changes.drop(*[c for c in columns if c in changes.columns]) \
+        .join(trx.select("source", "trx_id", *columns), ["source", "trx_id"])
+    bucket = change_bucket(F.col("trx_id"), F.col("status"), F.col("capture_off"),
+                           F.col("undone"), F.col("position"))
+    return rows.withColumn("bucket", bucket).filter(F.col("bucket") == PUBLISHED).drop("undone")
+
+
 def other_bucket(kind, rule, status):
     """The bucket of a row that is neither a change nor a segment piece."""
     from pyspark.sql import functions as F

@@ -6,6 +6,15 @@ a pure DataFrame function applied to that format's rows (the night's events plus
 held in ``state/`` from earlier nights, with the ``from_state`` column) before the generic
 steps; it may, e.g., assign records to their transactions (``trx_id``, ``trx_end``, ...).
 It must return the same columns (extra ones are dropped, missing ones are an error).
+
+A hook that changes only some rows may also export
+
+    resolve_scope() -> Column
+
+a predicate on columns the hook never changes that holds for every row it may change (and
+for the rows it returns in their place): the rows outside it pass the hook unchanged, and
+the ordering job reads them from the decoded events instead of writing them again
+(Db2 LUW changes only its v10 undo rows; Informix assigns every record, no scope).
 """
 
 from __future__ import annotations
@@ -15,6 +24,7 @@ from typing import Callable
 from decoders import get as get_format
 
 HOOK = "resolve_transactions"
+SCOPE = "resolve_scope"
 
 
 def format_hooks(formats) -> dict[str, Callable]:
@@ -25,6 +35,19 @@ def format_hooks(formats) -> dict[str, Callable]:
         if fn is not None:
             out[f] = fn
     return out
+
+
+def hooked_rows(hooks: dict[str, Callable]):
+    """The predicate of the rows a hook may change: a hooked format's rows, within its
+    ``resolve_scope`` when it has one. Never null (a null scope value counts as outside)."""
+    from pyspark.sql import functions as F
+
+    out = F.lit(False)
+    for fmt in sorted(hooks):
+        scope = getattr(get_format(fmt), SCOPE, None)
+        mine = F.col("format") == fmt
+        out = out | (mine & F.coalesce(scope(), F.lit(False)) if scope is not None else mine)
+    return F.coalesce(out, F.lit(False))
 
 
 def apply_hooks(events, hooks: dict[str, Callable]):

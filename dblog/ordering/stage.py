@@ -31,8 +31,8 @@ from ..sparkio import local_frame, run_concurrently, write_parquet
 from ..stage import CARRY_DIR, HELD_DIR, SEQ_FILE
 from . import sequence
 from .audit import audit, row_buckets
-from .classify import QUARANTINED, classify, segment_buckets
-from .hooks import apply_hooks, format_hooks
+from .classify import QUARANTINED, classify, published_changes, segment_buckets
+from .hooks import apply_hooks, format_hooks, hooked_rows
 from .quarantine import decoder_quarantine, orphan_quarantine, quarantine, segment_quarantine
 from .schema import (AUDIT, AUDIT_COLUMNS, CHANGE_COLUMNS, CHANGES, QUARANTINE, QUARANTINE_COLUMNS,
                      STATE, SUMMARY, TRANSACTION_COLUMNS, TRANSACTIONS, WORK)
@@ -61,17 +61,19 @@ def read_events(spark, manifest: dict, run_dir: Path):
 
 
 def resolve(spark, ev, manifest: dict, work: Path):
-    """Apply the formats' ``resolve_transactions`` hooks; their output is written once
-    (``ordering/resolved``) and read back, so no later query recomputes it."""
+    """Apply the formats' ``resolve_transactions`` hooks; the rows they may change (all of a
+    format's rows, or those in its ``resolve_scope``) are written once (``ordering/resolved``)
+    and read back, so no later query recomputes them; the others are read as decoded."""
     from pyspark.sql import functions as F
 
     hooks = format_hooks({s["format"] for s in manifest["sources"]})
     if not hooks:
         return ev
     path = str(work / "resolved")
-    apply_hooks(ev.filter(F.col("format").isin(*hooks)), hooks).write.mode("overwrite").parquet(path)
-    return ev.filter(~F.col("format").isin(*hooks)).unionByName(
-        spark.read.schema(ev.schema).parquet(path))
+    changed = hooked_rows(hooks)
+    apply_hooks(ev.filter(F.col("format").isin(*hooks)), hooks).filter(changed) \
+        .write.mode("overwrite").parquet(path)
+    return ev.filter(~changed).unionByName(spark.read.schema(ev.schema).parquet(path))
 
 
 def write_segments(spark, ev, manifest: dict, work: Path):
@@ -146,8 +148,8 @@ def order_stage(spark, manifest: dict, run_dir: Path) -> dict:
     changes = ev.filter(F.col("kind") == "change")
     if groups is not None:
         changes = changes.unionByName(reassembled_changes(groups))
-    published = classify(changes, trx, extra=["commit_seq", "commit_position", "commit_ts"]) \
-        .filter(F.col("bucket") == "published")
+    published = published_changes(changes, trx.filter(F.col("commit_seq").isNotNull()),
+                                  extra=["commit_seq", "commit_position", "commit_ts"])
     out_changes = sequence.event_seq(published) \
         .withColumn("log_position", F.col("position")) \
         .withColumn("run_id", F.lit(run_id)).withColumn("date", F.lit(date)) \

@@ -18,6 +18,16 @@ from __future__ import annotations
 V10_POSITION_DIGITS = 32          # LFS then LSN (Version 7 LSNs have 12)
 
 
+def resolve_scope():
+    """The rows ``resolve_transactions`` may change, as a predicate on columns it never
+    changes: the v10 undo rows. Every other row passes the hook unchanged, so the ordering
+    job keeps reading those from the decoded events instead of writing them again
+    (``dblog.ordering.hooks``)."""
+    from pyspark.sql import functions as F
+
+    return (F.col("kind") == "undo") & (F.length("position") == V10_POSITION_DIGITS)
+
+
 def resolve_transactions(events):
     """events -> events, with the pending v10 undo rows' ``undo_of`` filled in."""
     from pyspark.sql import Window
