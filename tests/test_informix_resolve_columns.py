@@ -282,3 +282,32 @@ def test_quarantined_records_keep_archive_offset_and_class():
     assert q == sorted([(rows[i]["archive_file"], rows[i]["record_offset"], "broken_chain"),
                         (rows[k]["archive_file"], rows[k]["record_offset"], "unknown_table")])
     assert all(rows[i]["archive_file"] in r["message"] for r in want if r["kind"] == "quarantine")
+
+
+# ----------------------------------------------------------------- on Spark
+
+@pytest.mark.spark
+def test_resolve_transactions_on_spark_equals_the_rows_on_adversarial_nights(spark):
+    """The hook (repartition, sort, the columnar step, the folded bytes joined to the row
+    before their run) == ``resolve_rows``, night after night."""
+    from dblog.decode import spark_event_schema
+
+    schema = spark_event_schema().add("from_state", "boolean")
+    log = Log(17)
+    held = []
+    for night in range(3):
+        archives = [(f"{SOURCE}/x/{n}", d) for n, d in log.night(2, 150)]
+        rows = held + records(archives, "UTC")
+        rows += [{**r, "source": "other_informix"} for r in rows if night == 1]
+        want = RS.resolve_rows(rows)
+        df = spark.createDataFrame(pa.Table.from_pylist(rows, schema=SCHEMA).to_pandas(), schema)
+        got = [r.asDict() for r in RS.resolve_transactions(df).collect()]
+
+        def norm(r):
+            return {k: (v.replace(tzinfo=None) if isinstance(v, _dt.datetime) else v)
+                    for k, v in r.items()}
+        got, want_n = sorted(map(norm, got), key=_key), sorted(map(norm, want), key=_key)
+        assert len(got) == len(want_n)
+        for g, w in zip(got, want_n):
+            assert g == w, {k: (g[k], w[k]) for k in w if g.get(k) != w[k]}
+        held = RS.held_after(want)
