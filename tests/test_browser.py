@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from dblog.airflow_sqlite import BUSY_TIMEOUT_S
+
 from .airflow_local import (BIN, REPO, airflow_env, check_night, chosen_sources, free_port,
                             kill_leftovers, prepare, stop, synth, write_config)
 
@@ -36,6 +38,9 @@ CHROME_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backgro
 # RUNS_TIMEOUT in all (too slow), and then says where each run stood.
 RUNS_TIMEOUT = 45 * 60
 STALL_TIMEOUT = 15 * 60
+# a run the UI asked for may wait for SQLite's write lock as long as Airflow's busy timeout
+# (dblog.airflow_sqlite) before the API shows it: wait longer than that
+CREATE_TIMEOUT = BUSY_TIMEOUT_S + 60
 
 
 def wait_for(what: str, check, timeout: float, every: float = 2.0):
@@ -313,7 +318,7 @@ def _trigger_and_backfill(airflow_server, browser):
     ui.ensure_unpause_checked()
     ui.shot("02_trigger_form")
     ui.find("[data-testid=trigger-dag-submit]").click()
-    wait_for("the triggered run", lambda: len(api.runs()) == 1, 60)
+    wait_for("the triggered run", lambda: len(api.runs()) == 1, CREATE_TIMEOUT)
 
     # 2. a backfill over the three nights: "Missing Runs" adds the two not run yet
     ui.open_trigger("backfill")
@@ -323,7 +328,7 @@ def _trigger_and_backfill(airflow_server, browser):
     ui.find_text("2 runs will be triggered.", 60)
     ui.shot("03_backfill_form")
     ui.find_text("Run Backfill").click()
-    wait_for("the backfill's runs", lambda: len(api.runs()) == 3, 60)
+    wait_for("the backfill's runs", lambda: len(api.runs()) == 3, CREATE_TIMEOUT)
     ui.grid("04_grid_running")
     ui.d.get("about:blank")   # while waiting: the grid's polling would cost the api-server CPU
 
