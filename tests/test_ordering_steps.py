@@ -139,6 +139,65 @@ def test_published_changes_are_classify_filtered_on_published(spark):
     same(got, want, ["source", "trx_id", "position", "commit_seq", "bucket"])
 
 
+def test_published_counts_from_change_counts_without_a_join_or_string_buffers(spark):
+    """``change_counts`` + ``published_count`` give ``published_counts(classify(...))`` (the
+    changes joined to the transactions): compensated changes (a position undone twice, a
+    change twice at one position, an undo of no change), capture_off, rolled back, open, a
+    change without a position or a transaction. Its plan: hash aggregations only (string or
+    set buffers made Spark sort the rows, ``ObjectHashAggregate``/``SortAggregate``), one
+    exchange, no join."""
+    from pyspark.sql import functions as F
+
+    from dblog.ordering import sequence
+    from dblog.ordering.classify import classify
+    from dblog.ordering.transactions import transactions
+
+    ev = events(spark, [
+        {"kind": "begin", "trx_id": "1", "position": "0010"},
+        {"kind": "change", "trx_id": "1", "position": "0011"},
+        {"kind": "change", "trx_id": "1", "position": "0012"},
+        {"kind": "change", "trx_id": "1", "position": "0012", "archive_file": "s1/b.csv"},
+        {"kind": "change", "trx_id": "1", "position": None},
+        {"kind": "undo", "trx_id": "1", "position": "0013", "undo_of": "0012"},
+        {"kind": "undo", "trx_id": "1", "position": "0014", "undo_of": "0012"},
+        {"kind": "undo", "trx_id": "1", "position": "0015", "undo_of": "0099"},
+        {"kind": "undo", "trx_id": "1", "position": "0016"},
+        {"kind": "commit", "trx_id": "1", "position": "0017", "trx_end": "commit", "commit_position": "0017"},
+        {"kind": "begin", "trx_id": "2", "position": "0020", "flag": "capture_off"},
+        {"kind": "change", "trx_id": "2", "position": "0021", "trx_end": "commit", "commit_position": "0022"},
+        {"kind": "change", "trx_id": "3", "position": "0030"},
+        {"kind": "abort", "trx_id": "3", "position": "0031", "trx_end": "abort"},
+        {"kind": "change", "trx_id": "4", "position": "0040"},
+        {"kind": "change", "trx_id": "5", "position": "0050", "trx_end": "commit", "commit_position": "0051"},
+        {"kind": "change", "trx_id": "5", "position": "0052", "trx_end": "commit", "commit_position": "0051"},
+        {"kind": "undo", "trx_id": "6", "position": "0060", "undo_of": "0011"},
+        {"kind": "commit", "trx_id": "6", "position": "0061", "trx_end": "commit", "commit_position": "0061"},
+        {"kind": "change", "trx_id": None, "position": "0070"},
+        {"kind": "change", "trx_id": "5", "source": "s2", "position": "0050", "trx_end": "commit",
+         "commit_position": "0051"},
+        {"kind": "undo", "trx_id": "5", "source": "s2", "position": "0052", "undo_of": "0050"},
+    ])
+    trx = transactions(ev)
+    changes = ev.filter(F.col("kind") == "change").select("source", "trx_id", "position")
+    counts = sequence.change_counts(changes, ev)
+    got = trx.join(counts, ["source", "trx_id"], "left").select(
+        "source", "trx_id", sequence.published_count(F.col("status"), F.col("capture_off"),
+                                                     F.col("n_changes"), F.col("n_compensated"))
+        .alias("event_count"))
+    want = spark.createDataFrame([
+        ("s1", "1", 2), ("s1", "2", 0), ("s1", "3", 0), ("s1", "4", 0), ("s1", "5", 2),
+        ("s1", "6", 0), ("s2", "5", 0)], "source STRING, trx_id STRING, event_count LONG")
+    same(got, want)
+    old = trx.join(sequence.published_counts(classify(changes, trx)), ["source", "trx_id"], "left") \
+        .select("source", "trx_id", F.coalesce("event_count", F.lit(0)).cast("long").alias("event_count"))
+    same(old, want)
+
+    plan = counts._jdf.queryExecution().executedPlan().toString()
+    assert "HashAggregate" in plan, plan
+    assert "ObjectHashAggregate" not in plan and "SortAggregate" not in plan, plan
+    assert "Join" not in plan and plan.count("Exchange") == 1, plan
+
+
 def test_event_seq_of_published_changes_shuffles_the_wide_rows_once(spark):
     """The window by transaction reuses the join's partitioning: one exchange of the change
     rows (``with_transaction``'s union after the join made it two: 0.9 GB each at 5 x 1M)."""

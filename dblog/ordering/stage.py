@@ -31,7 +31,7 @@ from ..sparkio import local_frame, run_concurrently, write_parquet
 from ..stage import CARRY_DIR, HELD_DIR, SEQ_FILE
 from . import sequence
 from .audit import audit, row_buckets
-from .classify import QUARANTINED, classify, published_changes, segment_buckets
+from .classify import QUARANTINED, published_changes, segment_buckets
 from .hooks import apply_hooks, format_hooks, hooked_rows
 from .quarantine import decoder_quarantine, orphan_quarantine, quarantine, segment_quarantine
 from .schema import (AUDIT, AUDIT_COLUMNS, CHANGE_COLUMNS, CHANGES, QUARANTINE, QUARANTINE_COLUMNS,
@@ -98,13 +98,18 @@ def write_transactions(spark, ev, groups, work: Path):
     changes = ev.filter(F.col("kind") == "change").select("source", "trx_id", "position")
     if groups is not None:
         changes = changes.unionByName(reassembled_changes(groups).select("source", "trx_id", "position"))
-    counts = sequence.published_counts(classify(changes, trx))
+    # the published count of each transaction without joining the changes to ``trx`` (that
+    # join made the query aggregate the events into transactions twice): its changes and
+    # its undone changes, counted by hash aggregations, then the transaction's status
+    counts = sequence.change_counts(changes, ev)
     # written once and read back: the ranking below reads it three times (the range
     # partitioner's sample, the numbered transactions, the others), and recomputing the
     # transactions and their counts from the events each time cost as much again
     base = str(work / "trx_counts")
     trx.join(counts, ["source", "trx_id"], "left") \
-        .withColumn("event_count", F.coalesce("event_count", F.lit(0)).cast("long")) \
+        .withColumn("event_count", sequence.published_count(
+            F.col("status"), F.col("capture_off"), F.col("n_changes"), F.col("n_compensated"))) \
+        .drop("n_changes", "n_compensated") \
         .write.mode("overwrite").parquet(base)
     trx = spark.read.parquet(base)
     ranked = sequence.rank_in_partitions(trx.filter(sequence.numbered(trx)))
