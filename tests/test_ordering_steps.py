@@ -198,6 +198,30 @@ def test_published_counts_from_change_counts_without_a_join_or_string_buffers(sp
     assert "Join" not in plan and plan.count("Exchange") == 1, plan
 
 
+def test_joins_with_the_transactions_hash_them_and_leave_the_rows_unsorted(spark):
+    """``with_transaction`` and ``published_changes`` build a hash table of the (narrow)
+    transactions per partition: the night's rows are shuffled but not sorted for the join
+    (a sort-merge join sorted them, then the ``event_seq`` window sorted the wide changes
+    again: now one sort)."""
+    from dblog.ordering.classify import published_changes, with_transaction
+    from dblog.ordering.sequence import event_seq
+
+    spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
+    try:
+        trx = spark.createDataFrame([("s1", "1", "committed", False, None, 1)], TRX_DDL + ", commit_seq LONG")
+        ch = events(spark, [{"kind": "change", "trx_id": "1", "position": "0011", "after": "x"}])
+        joined = with_transaction(ch, trx, ["status"])
+        out = event_seq(published_changes(ch, trx, extra=["commit_seq"]))
+        plans = [df._jdf.queryExecution().executedPlan().toString() for df in (joined, out)]
+        assert joined.count() == 1 and out.count() == 1
+    finally:
+        spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
+    for plan in plans:
+        assert "ShuffledHashJoin" in plan and "SortMergeJoin" not in plan, plan
+    assert plans[0].count("Sort [") == 0, plans[0]
+    assert plans[1].count("Sort [") == 1, plans[1]      # the window's
+
+
 def test_event_seq_of_published_changes_shuffles_the_wide_rows_once(spark):
     """The window by transaction reuses the join's partitioning: one exchange of the change
     rows (``with_transaction``'s union after the join made it two: 0.9 GB each at 5 x 1M)."""

@@ -12,6 +12,16 @@ from __future__ import annotations
 PUBLISHED, HELD, QUARANTINED = "published", "held_open", "quarantined"
 
 
+def hash_side(trx):
+    """``trx`` (one row per transaction, narrow) as the build side of a shuffled hash join
+    with rows of many per transaction: both sides are shuffled by (source, trx_id) as for a
+    sort-merge join, but the rows' side is not sorted (a sort-merge join sorted the night's
+    rows by transaction, and the ``event_seq`` window after it sorted the wide rows again).
+    A partition of the transactions is held in memory: one narrow row per transaction, in
+    partitions of about ``spark.sql.adaptive.advisoryPartitionSizeInBytes``."""
+    return trx.hint("shuffle_hash")
+
+
 def with_transaction(rows, trx, columns):
     """``rows`` plus the given ``columns`` of their transaction (``trx``: one row per
     (source, trx_id)); null for rows without a ``trx_id``. Columns of ``rows`` with the same
@@ -23,7 +33,7 @@ def with_transaction(rows, trx, columns):
     types = dict(trx.dtypes)
     rows = rows.drop(*[c for c in columns if c in rows.columns])
     keyed = rows.filter(F.col("trx_id").isNotNull()) \
-        .join(trx.select("source", "trx_id", *columns), ["source", "trx_id"], "left")
+        .join(hash_side(trx.select("source", "trx_id", *columns)), ["source", "trx_id"], "left")
     unkeyed = rows.filter(F.col("trx_id").isNull())
     for c in columns:
         unkeyed = unkeyed.withColumn(c, F.lit(None).cast(types[c]))
@@ -64,7 +74,7 @@ def published_changes(changes, trx, extra=()):
 
     columns = ["status", "capture_off", "undone", *extra]
     rows = changes.drop(*[c for c in columns if c in changes.columns]) \
-        .join(trx.select("source", "trx_id", *columns), ["source", "trx_id"])
+        .join(hash_side(trx.select("source", "trx_id", *columns)), ["source", "trx_id"])
     bucket = change_bucket(F.col("trx_id"), F.col("status"), F.col("capture_off"),
                            F.col("undone"), F.col("position"))
     return rows.withColumn("bucket", bucket).filter(F.col("bucket") == PUBLISHED).drop("undone")

@@ -31,7 +31,7 @@ from ..sparkio import local_frame, run_concurrently, write_parquet
 from ..stage import CARRY_DIR, HELD_DIR, SEQ_FILE
 from . import sequence
 from .audit import audit, row_buckets
-from .classify import QUARANTINED, published_changes, segment_buckets
+from .classify import QUARANTINED, hash_side, published_changes, segment_buckets
 from .hooks import apply_hooks, format_hooks, hooked_rows
 from .quarantine import decoder_quarantine, orphan_quarantine, quarantine, segment_quarantine
 from .schema import (AUDIT, AUDIT_COLUMNS, CHANGE_COLUMNS, CHANGES, QUARANTINE, QUARANTINE_COLUMNS,
@@ -106,7 +106,7 @@ def write_transactions(spark, ev, groups, work: Path):
     # partitioner's sample, the numbered transactions, the others), and recomputing the
     # transactions and their counts from the events each time cost as much again
     base = str(work / "trx_counts")
-    trx.join(counts, ["source", "trx_id"], "left") \
+    trx.join(hash_side(counts), ["source", "trx_id"], "left") \
         .withColumn("event_count", sequence.published_count(
             F.col("status"), F.col("capture_off"), F.col("n_changes"), F.col("n_compensated"))) \
         .drop("n_changes", "n_compensated") \
