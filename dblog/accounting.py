@@ -108,6 +108,14 @@ def quarantine_duplicate_positions(spark, ev, manifest: dict):
     # broadcast; only a night with more than DUPLICATE_BROADCAST_MAX of them joins by a
     # shuffle, and then keeps the result (memory, spilled to disk) so that the shuffle
     # runs once (the caller's ``unpersist`` frees it).
+    # The first count groups by a 64-bit hash of (source, position) and ``seg_num``: numbers,
+    # not 40-character strings, are shuffled and compared. Rows of one position share its
+    # hash, so no group of more than one means no repeated position (the usual night: the
+    # events are returned as read); a group of more than one (a repeat, or two positions of
+    # one hash) means the exact count below decides.
+    if ev.filter(candidate).select(F.xxhash64("source", "position").alias("_h"), sn.alias("_sn")) \
+            .groupBy("_h", "_sn").count().filter(F.col("count") > 1).isEmpty():
+        return ev
     repeated = ev.filter(candidate).select("source", "position", sn.alias("_sn")) \
         .groupBy(*key).count().filter(F.col("count") > 1) \
         .select(*key, F.lit(True).alias("_dk"))
