@@ -3,7 +3,8 @@
 The steps (this package's other modules) are plain ``DataFrame -> DataFrame`` functions;
 this module reads the events, applies them and writes the outputs. Memory stays bounded
 whatever the night's size: every step is a join or an aggregation on keys (spilled by
-Spark), the wide columns (row images) are shuffled once (the changes, by transaction, for
+Spark; the joins with the transactions hold one partition of their narrow rows, see
+``classify.hash_side``), the wide columns (row images) are shuffled once (the changes, by transaction, for
 ``event_seq``), and two narrow intermediate datasets are materialised under
 ``<run_dir>/ordering/`` so that every output reads them instead of recomputing:
 
