@@ -17,8 +17,8 @@ def hash_side(trx):
     with rows of many per transaction: both sides are shuffled by (source, trx_id) as for a
     sort-merge join, but the rows' side is not sorted (a sort-merge join sorted the night's
     rows by transaction, and the ``event_seq`` window after it sorted the wide rows again).
-    A partition of the transactions is held in memory: one narrow row per transaction, in
-    partitions of about ``spark.sql.adaptive.advisoryPartitionSizeInBytes``."""
+    A partition of the transactions is held in memory without spilling: one narrow row per
+    transaction, about 7 MB a partition at 10M changes (docs/ARCHITECTURE.md, "Memory")."""
     return trx.hint("shuffle_hash")
 
 
