@@ -127,6 +127,11 @@ def tidy_published(run_dir: Path) -> dict:
     return tidy(DataRoot.of(load_manifest(run_dir)["data_root"]))
 
 
+def staged_bytes(manifest: dict) -> int:
+    """Bytes of the night's staged archives (``dblog.spark.jit_settings``)."""
+    return sum(int(a.get("size") or 0) for s in manifest["sources"] for a in s["archives"])
+
+
 def _preload_validation() -> None:
     """Import Great Expectations (seconds of imports) in a background thread while the
     JVM decodes and orders: the validate stage then finds it loaded. Only an import."""
@@ -176,7 +181,7 @@ def run_night(date: str, config: str | None = None, data_root: str | None = None
         run_dir = stage_night(date, config, data_root, sources, run_id, accept_loss)
         lineage = Lineage(load_manifest(run_dir)).start(run_dir)
         current = "spark session"
-        spark = spark or get_session(master or "local[*]")
+        spark = spark or get_session(master or "local[*]", night_bytes=staged_bytes(load_manifest(run_dir)))
         progress.attach_spark(spark)
         lap("stage", staged_text(load_manifest(run_dir)))
         _preload_validation()

@@ -16,6 +16,16 @@ Memory and shuffle defaults (docs/ARCHITECTURE.md, "Memory"):
   cluster) the JVM is already up and the cluster's own settings (``--driver-memory``,
   ``spark-defaults.conf``, executor memory) are never overridden; neither is a
   ``spark.driver.memory`` that ``PYSPARK_SUBMIT_ARGS`` or ``spark-defaults.conf`` sets.
+* **The JIT compiles for the run's length**: a local JVM that will work on a small night
+  (``night_bytes`` at most ``SMALL_NIGHT_BYTES``: ``dblog run`` knows it from the staged
+  archives before it starts the JVM; the tests' shared session says so) raises HotSpot's
+  thresholds for its optimising compiler (C2, ``SMALL_NIGHT_JIT``). On the ``make run`` night
+  the C2 compiler threads took 47 of the 121 CPU seconds of the whole run, compiling Spark's
+  own code paths that a small night runs a few thousand times; with the raised thresholds
+  such code stays with the quick compiler (C1) and the hot loops of a bigger input still
+  reach C2. ``DBLOG_JIT`` = ``small`` / ``default`` forces one or the other; nothing is set
+  under ``spark-submit``, for a non-local master, or when ``spark.driver.extraJavaOptions``
+  is configured elsewhere.
 * ``DBLOG_SPARK_EVENT_LOG=DIR`` writes Spark's event log there (``python -m bench.eventlog
   DIR`` says which queries, jobs and tasks a run spent its time on).
 """
@@ -31,6 +41,10 @@ DRIVER_MEMORY_FRACTION = 0.25      # of physical memory, for the local JVM's hea
 MIN_DRIVER_MEMORY_MB = 1024        # Spark's own default
 INITIAL_PARTITIONS = 64            # shuffle partitions before AQE coalesces them
 ADVISORY_PARTITION_SIZE = "64m"    # target size of a shuffle partition after coalescing
+SMALL_NIGHT_BYTES = 64 * 1024 * 1024   # archives of a night up to which the JIT is set for short work
+# HotSpot's defaults are 5000 / 600 / 15000 / 40000 (docs/BENCHMARK.md, "The JIT on a small night")
+SMALL_NIGHT_JIT = ("-XX:Tier4InvocationThreshold=200000 -XX:Tier4MinInvocationThreshold=100000 "
+                   "-XX:Tier4CompileThreshold=300000 -XX:Tier4BackEdgeThreshold=400000")
 
 DEFAULT_CONF = {
     "spark.sql.session.timeZone": "UTC",
@@ -85,7 +99,13 @@ def jvm_running() -> bool:
 
 
 def _driver_memory_configured_elsewhere() -> bool:
-    if re.search(r"--driver-memory|spark\.driver\.memory", os.environ.get("PYSPARK_SUBMIT_ARGS", "")):
+    return _configured_elsewhere("spark.driver.memory", "--driver-memory")
+
+
+def _configured_elsewhere(key: str, flag: str) -> bool:
+    """``key`` (or the spark-submit ``flag``) set by ``PYSPARK_SUBMIT_ARGS`` or a
+    ``spark-defaults.conf`` of ``SPARK_CONF_DIR`` / ``SPARK_HOME``."""
+    if re.search(re.escape(flag) + "|" + re.escape(key), os.environ.get("PYSPARK_SUBMIT_ARGS", "")):
         return True
     dirs = [os.environ.get("SPARK_CONF_DIR")]
     if os.environ.get("SPARK_HOME"):
@@ -95,7 +115,7 @@ def _driver_memory_configured_elsewhere() -> bool:
             text = Path(d, "spark-defaults.conf").read_text()
         except OSError:
             continue
-        if re.search(r"^\s*spark\.driver\.memory\b", text, re.M):
+        if re.search(r"^\s*" + re.escape(key) + r"\b", text, re.M):
             return True
     return False
 
@@ -112,9 +132,29 @@ def memory_settings(master: str | None) -> dict[str, str]:
     return {"spark.driver.memory": default_driver_memory()}
 
 
-def get_session(master: str | None = None, app: str = "dblog", conf: dict | None = None):
+def jit_settings(master: str | None, night_bytes: int | None = None) -> dict[str, str]:
+    """The JVM options this process gives a local Spark JVM it starts for a night of
+    ``night_bytes`` archive bytes: ``SMALL_NIGHT_JIT`` for a small night, nothing (HotSpot's
+    defaults) for a big one or when the size is not known (None), nothing when the JVM is
+    not ours to configure."""
+    if jvm_running():
+        return {}
+    local = master is None or master.startswith("local")
+    if not local or _configured_elsewhere("spark.driver.extraJavaOptions", "--driver-java-options"):
+        return {}
+    mode = os.environ.get("DBLOG_JIT", "").strip().lower()
+    if mode not in ("", "small", "default"):
+        raise ValueError(f"DBLOG_JIT={mode!r}: expected 'small' or 'default'")
+    if mode == "default" or (not mode and (night_bytes is None or night_bytes > SMALL_NIGHT_BYTES)):
+        return {}
+    return {"spark.driver.extraJavaOptions": SMALL_NIGHT_JIT}
+
+
+def get_session(master: str | None = None, app: str = "dblog", conf: dict | None = None,
+                night_bytes: int | None = None):
     """The active session, or a new one. ``master`` is only used when no session exists
-    (under spark-submit the master comes from the Spark connection)."""
+    (under spark-submit the master comes from the Spark connection); ``night_bytes``, the
+    archive bytes of the night it will run, sets the JIT of a local JVM (``jit_settings``)."""
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -130,6 +170,7 @@ def get_session(master: str | None = None, app: str = "dblog", conf: dict | None
     settings["spark.sql.shuffle.partitions"] = os.environ.get("DBLOG_SHUFFLE_PARTITIONS",
                                                               str(INITIAL_PARTITIONS))
     settings.update(memory_settings(master))
+    settings.update(jit_settings(master, night_bytes))
     if os.environ.get("DBLOG_SPARK_EVENT_LOG"):     # for `python -m bench.eventlog DIR`
         settings.update({"spark.eventLog.enabled": "true", "spark.eventLog.compress": "false",
                          "spark.eventLog.dir": Path(os.environ["DBLOG_SPARK_EVENT_LOG"]).resolve().as_uri()})

@@ -34,9 +34,10 @@ def pytest_collection_modifyitems(session, config, items):
 
 @pytest.fixture(scope="session")
 def spark():
-    from dblog.spark import get_session
+    from dblog.spark import SMALL_NIGHT_BYTES, get_session
 
-    session = get_session("local[2]", app="dblog-tests",
+    # the tests' nights are small: the JIT set for short work (dblog.spark.jit_settings)
+    session = get_session("local[2]", app="dblog-tests", night_bytes=SMALL_NIGHT_BYTES,
                           conf={"spark.sql.shuffle.partitions": "4",
                                 "spark.default.parallelism": "4"})
     yield session
