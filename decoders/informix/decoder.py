@@ -1224,10 +1224,11 @@ class _RecordsMode:
                 names.append(v.get("table_name"))
                 known[j] = True
         fields["op"] = _strings(list(_OPS), np.maximum(op, 0), op >= 0)
-        fields["table_id"] = pc.if_else(pa.array(change), COL.hex_text(tb),
-                                        pa.scalar(None, pa.string()))
-        fields["row_id"] = pc.if_else(pa.array(home), COL.hex_text(rows),
-                                      pa.scalar(None, pa.string()))
+        # the ids as printed (when printed the canonical way), else rendered from the value
+        ch_i, home_i = np.flatnonzero(change), np.flatnonzero(home)
+        fields["table_id"] = _scatter(self.recs.hex_text(L.N_HEADER, fi[ch_i]), ch_i, len(fi))
+        fields["row_id"] = _scatter(self.recs.hex_text(L.N_HEADER + 1, fi[home_i]), home_i,
+                                    len(fi))
         fields["schema_name"] = _strings(schemas, code, known)
         fields["table_name"] = _strings(names, code, known)
         fields["flag"] = _strings([RS.UNKNOWN_TABLE_FLAG], np.zeros(len(fi), np.int64), flag)
@@ -1246,6 +1247,8 @@ def _line_len(t: COL.Text) -> np.ndarray:
 
 def _scatter(values: pa.Array, at: np.ndarray, n: int) -> pa.Array:
     """An n-row string array holding ``values`` at rows ``at``, null elsewhere."""
+    if not len(at):
+        return pa.nulls(n, pa.string())
     idx = np.full(n, -1, dtype=np.int64)
     idx[at] = np.arange(len(at))
     valid = idx >= 0
