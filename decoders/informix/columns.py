@@ -722,7 +722,7 @@ class Records:
                 win = np.lib.stride_tricks.sliding_window_view(buf, F.REST_MAX)[at]
                 inside = np.arange(F.REST_MAX) < r[:, None]
                 ok &= (_PLAIN_REST[win] | ~inside).all(axis=1)
-                ok &= buf[np.maximum(e - 1, 0)] > 0x20
+                ok &= (buf[np.maximum(e - 1, 0)] > 0x20) & (buf[p] > 0x20)
                 self._col(self.cs, j, np.int64)[rows] = p
                 self._col(self.ce, j, np.int64)[rows] = e
                 break
