@@ -705,8 +705,11 @@ class Records:
         ok &= tcode != UNKNOWN_TYPE
         # the columns of every type
         pos = np.minimum(F.EXTRA_AT + sh, length)
-        for code in np.unique(tcode[ok]).tolist():
-            rows = np.flatnonzero(ok & (tcode == code))
+        okr = np.flatnonzero(ok)
+        order = okr[np.argsort(tcode[okr], kind="stable")]
+        codes, first = np.unique(tcode[order], return_index=True)
+        for code, a, b in zip(codes.tolist(), first.tolist(), first[1:].tolist() + [len(order)]):
+            rows = order[a:b]
             good = self._columns(TYPE_NAMES[code], flat, W, rows, cand[rows], s[rows],
                                  pos[rows], length[rows], extra[rows])
             ok[rows[~good]] = False
@@ -734,10 +737,12 @@ class Records:
             if last and rtype in L.REST_OF_LINE:       # the rest of the line, printable
                 r = e - p
                 ok &= (r >= 1) & (r <= F.REST_MAX)
-                mat = flat[:len(flat) - 8].reshape(-1, F.WIN)[rows]
-                col = np.arange(F.WIN)
-                inside = (col >= p[:, None]) & (col < e[:, None])
-                ok &= (_PLAIN_REST[mat] | ~inside).all(axis=1)
+                lo, hi = int(p.min()), int(min(e.max(), F.WIN))
+                mat = flat[:len(flat) - 8].reshape(-1, F.WIN)[rows, lo:hi]
+                col = np.arange(lo, hi)
+                outside = (col < p[:, None]) | (col >= e[:, None])
+                plain = ((mat - np.uint8(0x20)) < 0x5F) | (mat == 0x09)
+                ok &= (plain | outside).all(axis=1)
                 ok &= (flat[base + np.maximum(e - 1, 0)] > 0x20) & (flat[base + p] > 0x20)
                 self._col(self.cs, j, np.int64)[recs] = s + p
                 self._col(self.ce, j, np.int64)[recs] = s + e
@@ -780,249 +785,6 @@ class Records:
                 ok &= (tk >= 1) & ((F.printable_flags(w) & hb) == hb)
                 self._col(self.cs, j, np.int64)[recs] = s + p
                 self._col(self.ce, j, np.int64)[recs] = s + nxt
-            p = np.minimum(nxt + 1, e)
-        return ok
-
-    # -- values the decoder needs
-    def hex_column(self, j: int, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(values, ok): hex token j of ``rows`` (not ok: longer than 16 digits)."""
-        return self.number(j, 16, HEX_WIDTH, rows)
-
-    def hex_text(self, j: int, rows: np.ndarray) -> pa.Array:
-        """``format(v, "x")`` of hex column j of ``rows`` (read: ``hex_column``)."""
-        return hex_text(self.hex_column(j, rows)[0])
-
-    def rest_of_line(self, j: int, rows: np.ndarray) -> pa.Array:
-        s, _ = self.token(j, rows)
-        return substrings(self.buf, s, self.last_token_end(rows))
-
-    def local_seconds(self, j: int, rows: np.ndarray) -> np.ndarray:
-        """Seconds since 1970-01-01 of the (valid) date and time at tokens j, j+1 (naive)."""
-        buf = self.buf
-        ds, _ = self.token(j, rows)
-        ts, _ = self.token(j + 1, rows)
-        mm, dd, yy = (_two(buf, ds + k) for k in (0, 3, 6))
-        year = np.where(yy >= L.YEAR_PIVOT, 1900 + yy, 2000 + yy)
-        days = _days_from_civil(year, mm, dd)
-        hh, mi, ss = (_two(buf, ts + k) for k in (0, 3, 6))
-        return days * 86400 + hh * 3600 + mi * 60 + ss
-
-
-_USED = np.frombuffer(b"USED", np.uint32)[0]
-_FREE = np.frombuffer(b"FREE", np.uint32)[0]
-_DIM = np.array([0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31], dtype=np.int64)
-
-
-def _two(buf: np.ndarray, at: np.ndarray) -> np.ndarray:
-    return (buf[at].astype(np.int64) - 48) * 10 + (buf[at + 1].astype(np.int64) - 48)
-
-
-def _pattern(buf, s, e, sep: int) -> np.ndarray:
-    """Tokens of exactly ``dd<sep>dd<sep>dd``."""
-    ok = (e - s) == 8
-    m = gather_left(buf, s, e, 8)
-    digit = (m >= 0x30) & (m <= 0x39)
-    return ok & digit[:, [0, 1, 3, 4, 6, 7]].all(axis=1) & (m[:, 2] == sep) & (m[:, 5] == sep)
-
-
-def date_ok(buf, s, e) -> np.ndarray:
-    ok = _pattern(buf, s, e, 0x2F)
-    mm, dd, yy = (_two(buf, s + k) for k in (0, 3, 6))
-    year = np.where(yy >= L.YEAR_PIVOT, 1900 + yy, 2000 + yy)
-    leap = (year % 4 == 0) & ((year % 100 != 0) | (year % 400 == 0))
-    month_ok = (mm >= 1) & (mm <= 12)
-    dim = _DIM[np.where(month_ok, mm, 0)] + ((mm == 2) & leap)
-    return ok & month_ok & (dd >= 1) & (dd <= dim)
-
-
-def time_ok(buf, s, e) -> np.ndarray:
-    ok = _pattern(buf, s, e, 0x3A)
-    hh, mi, ss = (_two(buf, s + k) for k in (0, 3, 6))
-    return ok & (hh < 24) & (mi < 60) & (ss < 60)
-
-
-def _days_from_civil(y: np.ndarray, m: np.ndarray, d: np.ndarray) -> np.ndarray:
-    """Days since 1970-01-01 of proleptic Gregorian dates (H. Hinnant's algorithm)."""
-    y = y - (m <= 2)
-    era = np.floor_divide(y, 400)
-    yoe = y - era * 400
-    mp = (m + 9) % 12
-    doy = (153 * mp + 2) // 5 + d - 1
-    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
-    return era * 146097 + doe - 719468
-
-
-# ----------------------------------------------------------------- fixed columns (fixed.py)
-
-_KEY_CODE = np.array([TYPE_CODE[t.encode()] for t in F.type_names_of_keys()], dtype=np.int16)
-_HB = F._HIGH_BELOW
-_PLAIN_REST = PLAIN.copy()
-
-
-class Records:
-    """The record lines of a ``Text``, read by fixed columns where they fit (``fixed.py``),
-    by tokens (``TokenRecords``) where they do not: header fields, record types, the fast
-    mask, and the columns the decoder needs (``hex_column``, ``hex_text``,
-    ``rest_of_line``, ``local_seconds``), both kinds of lines merged in record order."""
-
-    def __init__(self, text: Text, lines: np.ndarray) -> None:
-        self.text = text
-        self.lines = lines
-        self.n = n = len(lines)
-        self.addr = np.zeros(n, np.uint64)
-        self.xid = np.zeros(n, np.uint64)
-        self.link = np.zeros(n, np.uint64)
-        self.tcode = np.full(n, UNKNOWN_TYPE, np.int16)
-        self.fit = np.zeros(n, bool)
-        # columns after the header of the lines read by fixed columns (j: column index)
-        self.cs: dict[int, np.ndarray] = {}      # start in text.buf
-        self.ce: dict[int, np.ndarray] = {}      # end
-        self.cv: dict[int, np.ndarray] = {}      # value of a hex column
-        self.canon: dict[int, np.ndarray] = {}   # a hex column printed as format(v, "x")
-        s = text.starts[lines]
-        e = text.ends[lines]
-        cand = np.flatnonzero((text.kind[lines] == LINE_RECORD) & (e - s >= F.MIN_LEN)
-                              & (e - s <= F.WIN - F.SLACK) & (s + F.WIN <= text.size))
-        if len(cand):
-            self._fixed(cand, s[cand], e[cand])
-        rest = np.flatnonzero(~self.fit)
-        self.rest = rest
-        self.tok_row = np.full(n, -1, np.int64)
-        self.tok_row[rest] = np.arange(len(rest))
-        tok = self.tok = TokenRecords(text, lines[rest])
-        self.fast = self.fit.copy()
-        if len(rest):
-            self.fast[rest] = tok.fast
-            self.addr[rest] = tok.addr
-            self.xid[rest] = tok.xid
-            self.link[rest] = tok.link
-            self.tcode[rest] = tok.tcode
-
-    def _col(self, d: dict, j: int, dtype) -> np.ndarray:
-        got = d.get(j)
-        if got is None:
-            got = d[j] = np.zeros(self.n, dtype)
-        return got
-
-    def _fixed(self, cand: np.ndarray, s: np.ndarray, e: np.ndarray) -> None:
-        buf = self.text.buf
-        W = F.words(buf)
-        length = e - s
-        # the type name and how far it pushes the columns after it
-        c1 = W[s + F.TYPE[0]]
-        c2 = F.blank_after(W[s + F.TYPE[0] + 8], length - F.TYPE[0] - 8)
-        tl = F.first_unset(~F.blank_flags(c1) & F.HIGH)
-        tl2 = F.first_unset(~F.blank_flags(c2) & F.HIGH)
-        tl = np.where(tl == 8, 8 + tl2, tl)
-        sh = np.maximum(tl - 8, 0)
-        pad = _HB[8] & ~_HB[np.minimum(tl, 8)]             # blanks after a short name
-        ok = (tl >= 1) & (tl < F.TYPE_MAX) & ((F.blank_flags(c1) & pad) == pad)
-        ok &= (tl > 8) | ((c2 & F.U64(0xFF)) == F.U64(0x20))    # column 22: blank
-        ok &= length >= F.MIN_LEN + sh
-        # addr, len (and the blanks around it), xid, id, link
-        a = W[s]
-        good, _, addr = F.field(a, 8, True)
-        ok &= good
-        b = W[s + 8]
-        ok &= ((b & F.U64(0xFF)) == F.U64(0x20)) & (((b >> F.U64(40)) & F.U64(0xFF)) == F.U64(0x20))
-        good, _, _ = F.field(b >> F.U64(8), 4, False)
-        ok &= good
-        good, _, xid = F.field(W[s + sh + F.XID[0]], 8, False)
-        ok &= good
-        q = F.blank_after(W[s + sh + 31], length - sh - 31)
-        ok &= ((q & F.U64(0xFF)) == F.U64(0x20)) & (((q >> F.U64(24)) & F.U64(0xFF)) == F.U64(0x20))
-        good, _, _ = F.field(q >> F.U64(8), 2, False)
-        ok &= good
-        good, _, link = F.field(F.blank_after(W[s + sh + F.LINK[0]], length - sh - F.LINK[0]),
-                                8, True)
-        ok &= good
-        # after the header: nothing, or one blank and the first column
-        extra = length > F.EXTRA_AT - 1 + sh
-        ok &= ~extra | ((buf[np.minimum(s + F.EXTRA_AT - 1 + sh, len(buf) - 1)] == 0x20)
-                        & (length > F.EXTRA_AT + sh))
-        # record types
-        tcode = np.full(len(cand), UNKNOWN_TYPE, np.int16)
-        short = ok & (tl <= 8)
-        ki = F.short_type_index(c1[short])
-        tcode[short] = np.where(ki >= 0, _KEY_CODE[np.maximum(ki, 0)], UNKNOWN_TYPE)
-        long_ = np.flatnonzero(ok & (tl > 8))
-        if len(long_):
-            mat = np.stack([c1[long_], c2[long_] & F._BYTE[tl[long_] - 8]], axis=1)
-            tcode[long_] = _type_codes(np.ascontiguousarray(mat).view(np.uint8).reshape(-1, 16))
-        ok &= tcode != UNKNOWN_TYPE
-        # the columns of every type
-        pos = np.minimum(s + F.EXTRA_AT + sh, e)
-        for code in np.unique(tcode[ok]).tolist():
-            rows = np.flatnonzero(ok & (tcode == code))
-            good = self._columns(TYPE_NAMES[code], cand[rows], pos[rows], e[rows], extra[rows])
-            ok[rows[~good]] = False
-        fit = cand[ok]
-        self.fit[fit] = True
-        self.addr[fit] = addr[ok]
-        self.xid[fit] = xid[ok]
-        self.link[fit] = link[ok]
-        self.tcode[fit] = tcode[ok]
-
-    def _columns(self, rtype: str, rows: np.ndarray, p: np.ndarray, e: np.ndarray,
-                 extra: np.ndarray) -> np.ndarray:
-        """Read the columns of ``rtype`` of records ``rows`` (first column at ``p``, line end
-        ``e``): which lines they fit."""
-        cols = L.RECORD_TYPES[rtype]
-        if not cols:
-            return ~extra
-        buf = self.text.buf
-        W = F.words(buf)
-        ok = extra.copy()
-        for k, (_name, kind, _label) in enumerate(cols):
-            j = L.N_HEADER + k
-            last = k == len(cols) - 1
-            if last and rtype in L.REST_OF_LINE:       # the rest of the line, printable
-                r = e - p
-                ok &= (r >= 1) & (r <= F.REST_MAX) & (p + F.REST_MAX <= len(buf))
-                at = np.where(ok, p, 0)
-                win = np.lib.stride_tricks.sliding_window_view(buf, F.REST_MAX)[at]
-                inside = np.arange(F.REST_MAX) < r[:, None]
-                ok &= (_PLAIN_REST[win] | ~inside).all(axis=1)
-                ok &= (buf[np.maximum(e - 1, 0)] > 0x20) & (buf[p] > 0x20)
-                self._col(self.cs, j, np.int64)[rows] = p
-                self._col(self.ce, j, np.int64)[rows] = e
-                break
-            w = F.blank_after(W[p], e - p)
-            tk = F.first_unset(~F.blank_flags(w) & F.HIGH)      # token length (8: or more)
-            if kind == L.ASCII:                          # a name: up to 16 bytes
-                w2 = F.blank_after(W[p + 8], e - p - 8)
-                tk2 = np.where(tk == 8, F.first_unset(~F.blank_flags(w2) & F.HIGH), 0)
-                hb2 = _HB[tk2]
-                ok &= (F.printable_flags(w2) & hb2) == hb2
-                tk = tk + tk2
-            nxt = p + tk
-            at_end = nxt == e
-            if last:
-                ok &= at_end
-            else:
-                ok &= ~at_end & (buf[np.minimum(nxt, len(buf) - 1)] == 0x20)
-            hb = _HB[np.minimum(tk, 8)]
-            if kind == L.HEX:
-                ok &= (tk >= 1) & ((F.hex_flags(w) & hb) == hb)
-                self._col(self.cv, j, np.uint64)[rows] = F.hex_value(w, np.maximum(tk, 1))
-                letters = F.hex_flags(w) & ~F.dec_flags(w)
-                upper = letters & ~(w << F.U64(2)) & hb
-                zero = (w & F.U64(0xFF)) == F.U64(0x30)
-                self._col(self.canon, j, bool)[rows] = (upper == 0) & (~zero | (tk == 1))
-            elif kind == L.DEC:
-                minus = ((w & F.U64(0xFF)) == F.U64(0x2D)) & (tk >= 2)
-                fl = F.dec_flags(w) | np.where(minus, F.U64(0x80), F.U64(0))
-                ok &= (tk >= 1) & ((fl & hb) == hb)
-            elif kind in (L.DATE, L.TIME):
-                ok &= (tk == 8) & _stamp_ok(w, kind == L.DATE)
-                self._col(self.cv, j, np.uint64)[rows] = w
-            elif kind == L.USED_FREE:
-                word = (w & F.U64(0xFFFFFFFF)).astype(np.uint32)
-                ok &= (tk == 4) & ((word == _USED) | (word == _FREE))
-            else:                                       # ASCII: printable, no blank
-                ok &= (tk >= 1) & ((F.printable_flags(w) & hb) == hb)
-            self._col(self.cs, j, np.int64)[rows] = p
-            self._col(self.ce, j, np.int64)[rows] = nxt
             p = np.minimum(nxt + 1, e)
         return ok
 
