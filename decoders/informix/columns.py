@@ -649,10 +649,8 @@ class Records:
         matrix (one pass over the text); the words are read from it."""
         buf = self.text.buf
         m = len(cand)
-        flat = np.empty(m * F.WIN + 8, np.uint8)
-        flat[-8:] = 0x20
-        np.take(np.lib.stride_tricks.sliding_window_view(buf, F.WIN), s, axis=0,
-                out=flat[:m * F.WIN].reshape(m, F.WIN))
+        # every word read starts at most WIN - 8 bytes into its line's row
+        flat = np.lib.stride_tricks.sliding_window_view(buf, F.WIN)[s].reshape(-1)
         W = F.words(flat)
         base = np.arange(m, dtype=np.int64) * F.WIN
         length = e - s
@@ -738,7 +736,7 @@ class Records:
                 r = e - p
                 ok &= (r >= 1) & (r <= F.REST_MAX)
                 lo, hi = int(p.min()), int(min(e.max(), F.WIN))
-                mat = flat[:len(flat) - 8].reshape(-1, F.WIN)[rows, lo:hi]
+                mat = flat.reshape(-1, F.WIN)[rows, lo:hi]
                 col = np.arange(lo, hi)
                 outside = (col < p[:, None]) | (col >= e[:, None])
                 plain = ((mat - np.uint8(0x20)) < 0x5F) | (mat == 0x09)
