@@ -654,13 +654,17 @@ class Records:
         W = F.words(flat)
         base = np.arange(m, dtype=np.int64) * F.WIN
         length = e - s
+        # the 16 bytes after every line's end become blanks: a word read at or before the
+        # end sees blanks past it (lines end at most WIN - SLACK bytes into their row)
+        W[base + length] = F.BLANKS
+        W[base + length + 8] = F.BLANKS
 
         def at(o: int) -> np.ndarray:          # the word at column o of every line
-            return W[o::F.WIN][:m]
+            return W[o::F.WIN][:m].copy()
 
         # the type name and how far it pushes the columns after it
         c1 = at(F.TYPE[0])
-        c2 = F.blank_after(at(F.TYPE[0] + 8), length - F.TYPE[0] - 8)
+        c2 = at(F.TYPE[0] + 8)
         nb1 = F.blank_flags(c1)
         tl = F.first_unset(~nb1 & F.HIGH)
         tl2 = F.first_unset(~F.blank_flags(c2) & F.HIGH)
@@ -670,10 +674,13 @@ class Records:
         ok = (tl >= 1) & (tl < F.TYPE_MAX) & ((nb1 & pad) == pad)
         ok &= (tl > 8) | ((c2 & F.U64(0xFF)) == F.U64(0x20))    # column 22: blank
         ok &= length >= F.MIN_LEN + sh
-        shifted = bool(sh.any())
+        shifted = np.flatnonzero(sh)
 
         def at_sh(o: int) -> np.ndarray:       # the word at column o + shift of every line
-            return W[base + (o + sh)] if shifted else at(o)
+            x = at(o)
+            if len(shifted):
+                x[shifted] = W[base[shifted] + o + sh[shifted]]
+            return x
 
         # addr, len (and the blanks around it), xid, id, link
         good, _, addr = F.field(at(0), 8, True)
@@ -683,10 +690,10 @@ class Records:
         ok &= F.field(b >> F.U64(8), 4, False)[0]
         good, _, xid = F.field(at_sh(F.XID[0]), 8, False)
         ok &= good
-        q = F.blank_after(at_sh(31), length - sh - 31)
+        q = at_sh(31)
         ok &= ((q & F.U64(0xFF)) == F.U64(0x20)) & (((q >> F.U64(24)) & F.U64(0xFF)) == F.U64(0x20))
         ok &= F.field(q >> F.U64(8), 2, False)[0]
-        good, _, link = F.field(F.blank_after(at_sh(F.LINK[0]), length - sh - F.LINK[0]), 8, True)
+        good, _, link = F.field(at_sh(F.LINK[0]), 8, True)
         ok &= good
         # after the header: nothing, or one blank and the first column
         extra = length > F.EXTRA_AT - 1 + sh
@@ -745,10 +752,10 @@ class Records:
                 self._col(self.cs, j, np.int64)[recs] = s + p
                 self._col(self.ce, j, np.int64)[recs] = s + e
                 break
-            w = F.blank_after(W[base + p], e - p)
+            w = W[base + p]
             tk = F.first_unset(~F.blank_flags(w) & F.HIGH)      # token length (8: or more)
             if kind == L.ASCII:                          # a name: up to 16 bytes
-                w2 = F.blank_after(W[base + p + 8], e - p - 8)
+                w2 = W[base + p + 8]
                 tk2 = np.where(tk == 8, F.first_unset(~F.blank_flags(w2) & F.HIGH), 0)
                 hb2 = _HB[tk2]
                 ok &= (F.printable_flags(w2) & hb2) == hb2
