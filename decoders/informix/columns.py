@@ -140,9 +140,19 @@ def _spans(buf: np.ndarray, s: np.ndarray, e: np.ndarray) -> pa.Array:
 
 
 def substrings(buf: np.ndarray, s: np.ndarray, e: np.ndarray) -> pa.Array:
-    """``buf[s:e]`` for every row (increasing, non-overlapping spans of printable ASCII) as
-    an Arrow string array."""
-    return _spans(buf, s, e).cast(pa.large_string()).cast(pa.string())
+    """``buf[s:e]`` for every row (spans of printable ASCII: not checked again) as an Arrow
+    string array: the bytes gathered once, the offsets their running lengths."""
+    n = len(s)
+    lens = np.maximum(np.asarray(e, np.int64) - s, 0)
+    offsets = np.zeros(n + 1, np.int64)
+    np.cumsum(lens, out=offsets[1:])
+    total = int(offsets[-1])
+    if total >= 1 << 31:
+        return _spans(buf, s, e).cast(pa.large_string()).cast(pa.string())
+    idx = np.repeat(np.asarray(s, np.int64) - offsets[:-1], lens) + np.arange(total)
+    data = buf[idx] if total else np.zeros(0, np.uint8)
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets.astype(np.int32)),
+                                       pa.py_buffer(data))
 
 
 def substrings_binary(buf: np.ndarray, s: np.ndarray, e: np.ndarray) -> pa.Array:
@@ -318,6 +328,9 @@ def _matches(array: pa.Array, rows: np.ndarray, pattern: str) -> np.ndarray:
     return np.asarray(got.to_numpy(zero_copy_only=False), dtype=bool)
 
 
+_ADDR_WORD = F.U64(int.from_bytes(b"addr", "little"))
+
+
 class Text:
     """The lines of one onlog text, classified: blank, dump, header, record, and indented
     lines that are none of those (``LINE_INDENTED``: quarantined, never dropped)."""
@@ -360,8 +373,14 @@ class Text:
                 kind[rest[~blank & ~head]] = LINE_INDENTED
             # header lines: a first token starting with "addr" (any case) is not hex
             cand = np.flatnonzero(kind == LINE_RECORD)
-            head4 = gather_left_safe(buf, starts[cand], ends[cand], 4) | 0x20
-            maybe = cand[(head4 == np.frombuffer(b"addr", np.uint8)).all(axis=1)]
+            near = starts[cand] + 8 > n              # too close to the end for a word
+            head4 = np.zeros(len(cand), np.uint64)
+            if (~near).any():
+                head4[~near] = F.words(buf)[starts[cand[~near]]] | F.BLANKS
+            if near.any():
+                g = gather_left_safe(buf, starts[cand[near]], ends[cand[near]], 8) | 0x20
+                head4[near] = np.ascontiguousarray(g).view("<u8").reshape(-1)
+            maybe = cand[(head4 & F.U64(0xFFFFFFFF)) == _ADDR_WORD]
             kind[maybe[_matches(self.array, maybe, _HEADER_LINE)]] = LINE_HEADER
         self.kind = kind
 
