@@ -868,6 +868,12 @@ class Records:
         order[np.concatenate((fi, ti))] = np.arange(len(rows))
         return both.take(pa.array(order))
 
+    def columns_text(self, rows: np.ndarray) -> pa.Array:
+        """The text after the header (from the first column to the line end) of ``rows``,
+        lines read by fixed columns whose type has columns."""
+        return substrings(self.text.buf, self.cs[L.N_HEADER][rows],
+                          self.text.ends[self.lines[rows]])
+
     def rest_of_line(self, j: int, rows: np.ndarray) -> pa.Array:
         return self._merge_mask(
             rows, self.fit[rows], lambda r: substrings(self.text.buf, self.cs[j][r], self.ce[j][r]),

@@ -1201,9 +1201,11 @@ class _RecordsMode:
         """The change columns of the home-row changes and the table-level records (DDL,
         truncate: their ``ddl`` text and printed names read record by record, ``values``)."""
         change = home | ddl
-        keys = np.unique(tb[change])
+        enc = pa.array(tb[change]).dictionary_encode()      # the distinct tables, hashed
+        keys = enc.dictionary.to_numpy()
         tables = [self.catalog.table(format(t, "x")) for t in keys.tolist()]
-        code = np.minimum(np.searchsorted(keys, tb), len(keys) - 1)
+        code = np.zeros(len(fi), np.int64)
+        code[change] = enc.indices.to_numpy()
         known = change & np.array([t is not None for t in tables], dtype=bool)[code]
         schemas = [t.schema if t else None for t in tables]
         names = [t.name if t else None for t in tables]
@@ -1211,8 +1213,14 @@ class _RecordsMode:
         flag = home & ~known
         di = np.flatnonzero(ddl)
         texts = []
-        for j in di.tolist():
-            rec = parse_record(self.text.line(int(self.recs.lines[fi[j]])).decode("utf-8"))
+        # the columns of a record read by fixed columns are checked: split, not parsed again
+        dfit = self.recs.fit[fi[di]]
+        col_texts = iter(self.recs.columns_text(fi[di[dfit]]).to_pylist() if dfit.any() else ())
+        for j, is_fit in zip(di.tolist(), dfit.tolist()):
+            if is_fit:
+                rec = _record_of_columns(COL.TYPE_NAMES[tcode[j]], next(col_texts))
+            else:
+                rec = parse_record(self.text.line(int(self.recs.lines[fi[j]])).decode("utf-8"))
             v = self.values(rec)
             op[j] = _OP_CODE[v["op"]]
             texts.append(v.get("ddl"))
@@ -1234,6 +1242,23 @@ class _RecordsMode:
         fields["flag"] = _strings([RS.UNKNOWN_TABLE_FLAG], np.zeros(len(fi), np.int64), flag)
         if len(di):
             fields["ddl"] = _scatter(pa.array(texts, pa.string()), di, len(fi))
+
+
+def _record_of_columns(rtype: str, text: str) -> Record:
+    """The values of a record from its columns after the header, as the fixed-column reader
+    checked them (one blank between columns; a rest-of-line column last): what
+    ``parse_record`` gives for them (the header fields are not needed here: zero)."""
+    cols = L.RECORD_TYPES[rtype]
+    toks = text.split(" ", len(cols) - 1) if rtype in L.REST_OF_LINE else text.split(" ")
+    values = {}
+    for (name, kind, _label), tok in zip(cols, toks):
+        if kind == L.HEX:
+            values[name] = int(tok, 16)
+        elif kind == L.DEC:
+            values[name] = int(tok)
+        else:
+            values[name] = _COLUMN[kind](tok, name)
+    return Record(0, 0, rtype, 0, 0, 0, values)
 
 
 _INTERLEAVE = 64          # careful rows up to which the columnar rows are added in slices
