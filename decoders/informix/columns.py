@@ -114,9 +114,11 @@ def gather_left_safe(buf: np.ndarray, s: np.ndarray, e: np.ndarray, width: int) 
     return ch
 
 
-def _spans(buf: np.ndarray, s: np.ndarray, e: np.ndarray) -> pa.Array:
-    """``buf[s:e]`` of non-overlapping spans as a large binary array: the spans (in buffer
-    order) and the gaps between them are one zero-copy array, the spans are taken from it."""
+def _spans(buf: np.ndarray, s: np.ndarray, e: np.ndarray,
+           valid: np.ndarray | None = None) -> pa.Array:
+    """``buf[s:e]`` of non-overlapping spans as a large binary array (null where not
+    ``valid``): the spans (in buffer order) and the gaps between them are one zero-copy
+    array, the spans are taken from it."""
     n = len(s)
     if n == 0:
         return pa.array([], pa.large_binary())
@@ -136,7 +138,7 @@ def _spans(buf: np.ndarray, s: np.ndarray, e: np.ndarray) -> pa.Array:
         inverse = np.empty(n, dtype=np.int64)
         inverse[order] = np.arange(n)
         take = take[inverse]
-    return pc.take(whole, pa.array(take))
+    return pc.take(whole, pa.array(take, mask=None if valid is None else ~valid))
 
 
 def substrings(buf: np.ndarray, s: np.ndarray, e: np.ndarray) -> pa.Array:
@@ -155,9 +157,11 @@ def substrings(buf: np.ndarray, s: np.ndarray, e: np.ndarray) -> pa.Array:
                                        pa.py_buffer(data))
 
 
-def substrings_binary(buf: np.ndarray, s: np.ndarray, e: np.ndarray) -> pa.Array:
-    """``buf[s:e]`` for every row (increasing, non-overlapping spans) as an Arrow binary array."""
-    return _spans(buf, s, e).cast(pa.binary())
+def substrings_binary(buf: np.ndarray, s: np.ndarray, e: np.ndarray,
+                      valid: np.ndarray | None = None) -> pa.Array:
+    """``buf[s:e]`` for every row (non-overlapping spans) as an Arrow binary array, null
+    where not ``valid``."""
+    return _spans(buf, s, e, valid).cast(pa.binary())
 
 
 _HEX_PAIRS = np.frombuffer(b"".join(b"%02x" % i for i in range(256)), dtype=np.uint8).reshape(256, 2)
@@ -635,8 +639,7 @@ class Records:
         # columns after the header of the lines read by fixed columns (j: column index)
         self.cs: dict[int, np.ndarray] = {}      # start in text.buf
         self.ce: dict[int, np.ndarray] = {}      # end
-        self.cv: dict[int, np.ndarray] = {}      # value of a hex column
-        self.canon: dict[int, np.ndarray] = {}   # a hex column printed as format(v, "x")
+        self.cv: dict[int, np.ndarray] = {}      # the word of a hex, date or time column
         s = text.starts[lines]
         e = text.ends[lines]
         cand = np.flatnonzero((text.kind[lines] == LINE_RECORD) & (e - s >= F.MIN_LEN)
@@ -706,12 +709,12 @@ class Records:
         ok &= good
         b = at(8)
         ok &= ((b & F.U64(0xFF)) == F.U64(0x20)) & (((b >> F.U64(40)) & F.U64(0xFF)) == F.U64(0x20))
-        ok &= F.field(b >> F.U64(8), 4, False)[0]
+        ok &= F.field(b >> F.U64(8), 4, False, value=False)[0]
         good, _, xid = F.field(at_sh(F.XID[0]), 8, False)
         ok &= good
         q = at_sh(31)
         ok &= ((q & F.U64(0xFF)) == F.U64(0x20)) & (((q >> F.U64(24)) & F.U64(0xFF)) == F.U64(0x20))
-        ok &= F.field(q >> F.U64(8), 2, False)[0]
+        ok &= F.field(q >> F.U64(8), 2, False, value=False)[0]
         good, _, link = F.field(at_sh(F.LINK[0]), 8, True)
         ok &= good
         # after the header: nothing, or one blank and the first column
@@ -786,13 +789,9 @@ class Records:
             else:
                 ok &= ~at_end & (flat[base + nxt] == 0x20)
             hb = _HB[np.minimum(tk, 8)]
-            if kind == L.HEX:
-                hexd = F.hex_flags(w)
-                ok &= (tk >= 1) & ((hexd & hb) == hb)
-                self._col(self.cv, j, np.uint64)[recs] = F.hex_value(w, np.maximum(tk, 1))
-                upper = hexd & ~F.dec_flags(w) & ~(w << F.U64(2)) & hb
-                zero = (w & F.U64(0xFF)) == F.U64(0x30)
-                self._col(self.canon, j, bool)[recs] = (upper == 0) & (~zero | (tk == 1))
+            if kind == L.HEX:                            # value: when asked for (_hex)
+                ok &= (tk >= 1) & ((F.hex_flags(w) & hb) == hb)
+                self._col(self.cv, j, np.uint64)[recs] = w
                 self._col(self.cs, j, np.int64)[recs] = s + p
                 self._col(self.ce, j, np.int64)[recs] = s + nxt
             elif kind == L.DEC:
@@ -818,13 +817,25 @@ class Records:
         f = self.fit[rows]
         return np.flatnonzero(f), np.flatnonzero(~f)
 
+    def _hex(self, j: int, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(values, canonical) of hex column j of ``rows`` read by fixed columns (from its
+        word and length); canonical: printed as ``format(v, "x")`` (lower case, no leading
+        zero)."""
+        w = self._col(self.cv, j, np.uint64)[rows]
+        tk = np.clip(self.ce[j][rows] - self.cs[j][rows], 1, 8) if j in self.ce else \
+            np.ones(len(rows), np.int64)
+        hb = _HB[tk]
+        upper = F.hex_flags(w) & ~F.dec_flags(w) & ~(w << F.U64(2)) & hb
+        zero = (w & F.U64(0xFF)) == F.U64(0x30)
+        return F.hex_value(w, tk), (upper == 0) & (~zero | (tk == 1))
+
     def hex_column(self, j: int, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(values, ok): hex column j of ``rows`` (not ok: longer than 16 digits)."""
         fi, ti = self._split(rows)
         out = np.zeros(len(rows), np.uint64)
         ok = np.zeros(len(rows), bool)
         if len(fi):
-            out[fi] = self._col(self.cv, j, np.uint64)[rows[fi]]
+            out[fi] = self._hex(j, rows[fi])[0]
             ok[fi] = True
         if len(ti):
             out[ti], ok[ti] = self.tok.hex_column(j, self.tok_row[rows[ti]])
@@ -836,7 +847,7 @@ class Records:
         canon = np.zeros(len(rows), bool)
         fi, _ = self._split(rows)
         if len(fi):
-            canon[fi] = self._col(self.canon, j, bool)[rows[fi]]
+            canon[fi] = self._hex(j, rows[fi])[1]
         return self._merge_mask(
             rows, canon, lambda r: substrings(self.text.buf, self.cs[j][r], self.ce[j][r]),
             lambda r: hex_text(self.hex_column(j, r)[0]))

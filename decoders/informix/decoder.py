@@ -1052,7 +1052,7 @@ class _RecordsMode:
         simple = odd[np.searchsorted(odd, lines)] > last
         bad = np.flatnonzero(~simple & keep)
         good = keep & simple
-        out = COL.substrings_binary(t.buf, start, np.where(good, end, start))
+        out = COL.substrings_binary(t.buf, start, np.where(good, end, start), keep)
         if len(bad):   # the few units of another shape, joined line by line
             patch = pa.array([self.unit(int(fi[j])).raw[:RAW_HEX_LIMIT] for j in bad.tolist()],
                              pa.binary())
@@ -1060,7 +1060,7 @@ class _RecordsMode:
             idx[bad] = np.arange(len(bad))
             out = pc.if_else(pa.array(idx >= 0),
                              pc.take(patch, pa.array(np.maximum(idx, 0))), out)
-        return pc.if_else(pa.array(keep), out, pa.scalar(None, pa.binary()))
+        return out
 
     def values(self, rec: Record) -> dict:
         """Kind and values of a record that reads (as inside a transaction)."""

@@ -125,15 +125,16 @@ def hex_value(x: np.ndarray, k: np.ndarray) -> np.ndarray:
     return (d | (d >> U64(16))) & U64(0xFFFFFFFF)
 
 
-def field(x: np.ndarray, width: int, hexa: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """A left-aligned number in the low ``width`` bytes of x: (ok, digits, value). ok: at
-    least one digit, then blanks only up to ``width``."""
+def field(x: np.ndarray, width: int, hexa: bool, value: bool = True):
+    """A left-aligned number in the low ``width`` bytes of x: (ok, digits, value or None).
+    ok: at least one digit, then blanks only up to ``width``."""
     digit = (hex_flags if hexa else dec_flags)(x)
     k = first_unset(digit, width)
     rest = _HIGH_BELOW[width] & ~_HIGH_BELOW[k]
     ok = (k >= 1) & ((blank_flags(x) & rest) == rest)
-    value = (hex_value if hexa else dec_value)(x, np.maximum(k, 1))
-    return ok, k, value
+    if not value:
+        return ok, k, None
+    return ok, k, (hex_value if hexa else dec_value)(x, np.maximum(k, 1))
 
 
 _TYPE_KEY = {}
