@@ -164,6 +164,19 @@ def substrings_binary(buf: np.ndarray, s: np.ndarray, e: np.ndarray,
     return _spans(buf, s, e, valid).cast(pa.binary())
 
 
+def word_strings(w: np.ndarray, k: np.ndarray) -> pa.Array:
+    """The first ``k`` (0..8) bytes of every 64-bit word (printable ASCII) as Arrow strings."""
+    n = len(w)
+    k = np.asarray(k, np.int64)
+    offsets = np.zeros(n + 1, np.int64)
+    np.cumsum(k, out=offsets[1:])
+    total = int(offsets[-1])
+    raw = np.ascontiguousarray(w, dtype="<u8").view(np.uint8)
+    idx = np.repeat(np.arange(n, dtype=np.int64) * 8 - offsets[:-1], k) + np.arange(total)
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets.astype(np.int32)),
+                                       pa.py_buffer(raw[idx]))
+
+
 _HEX_PAIRS = np.frombuffer(b"".join(b"%02x" % i for i in range(256)), dtype=np.uint8).reshape(256, 2)
 
 
@@ -849,7 +862,7 @@ class Records:
         if len(fi):
             canon[fi] = self._hex(j, rows[fi])[1]
         return self._merge_mask(
-            rows, canon, lambda r: substrings(self.text.buf, self.cs[j][r], self.ce[j][r]),
+            rows, canon, lambda r: word_strings(self.cv[j][r], self.ce[j][r] - self.cs[j][r]),
             lambda r: hex_text(self.hex_column(j, r)[0]))
 
     @staticmethod
