@@ -139,6 +139,15 @@ def test_other_lines_fall_back_to_the_token_reader(line):
     assert not fit_of(line)
 
 
+def test_lines_at_the_window_bound():
+    """Lines up to ``WIN - SLACK`` bytes are read by fixed columns, longer ones by tokens."""
+    head = "18       40   BEGIN    5        3  0        07/13/98 10:23:04 34 "
+    limit = F.WIN - F.SLACK
+    for n, fits in ((limit - 1, True), (limit, True), (limit + 1, False)):
+        line = head + "u" * (n - len(head))
+        assert len(line) == n and fit_of(line) == fits, n
+
+
 def test_a_line_at_the_end_of_the_buffer_is_read_by_tokens():
     data = (HEAD + "\n40       76   HINSERT  5        0  18       100123 101 40\n").encode()
     rec, tok = both(data)

@@ -54,8 +54,8 @@ EXTRA_AT = 44                       # the first column after the header (+ shift
 MIN_LEN = LINK[0] + 1               # a line ends at the earliest after one digit of link
 TYPE_MAX = 16                       # longer type names: token reader
 REST_MAX = 64                       # a rest-of-line column longer than this: token reader
-WIN = 128                           # bytes of every line copied for reading (one pass)
-SLACK = 32                          # bytes a word may read past the line end (then masked):
+WIN = 112                           # bytes of every line copied for reading (one pass)
+SLACK = 16                          # bytes a word may read past the line end (then masked):
                                     # longer lines than WIN - SLACK go to the token reader
 
 _BYTE = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [(1 << 64) - 1], dtype=np.uint64)
