@@ -1216,12 +1216,16 @@ class _RecordsMode:
         # the columns of a record read by fixed columns are checked: split, not parsed again
         dfit = self.recs.fit[fi[di]]
         col_texts = iter(self.recs.columns_text(fi[di[dfit]]).to_pylist() if dfit.any() else ())
+        seen: dict = {}                          # the same columns read once
         for j, is_fit in zip(di.tolist(), dfit.tolist()):
             if is_fit:
-                rec = _record_of_columns(COL.TYPE_NAMES[tcode[j]], next(col_texts))
+                key = (int(tcode[j]), next(col_texts))
+                v = seen.get(key)
+                if v is None:
+                    v = seen[key] = self.values(_record_of_columns(COL.TYPE_NAMES[key[0]], key[1]))
             else:
                 rec = parse_record(self.text.line(int(self.recs.lines[fi[j]])).decode("utf-8"))
-            v = self.values(rec)
+                v = self.values(rec)
             op[j] = _OP_CODE[v["op"]]
             texts.append(v.get("ddl"))
             if v.get("flag"):
