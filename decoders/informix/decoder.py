@@ -1275,9 +1275,26 @@ def _line_len(t: COL.Text) -> np.ndarray:
 
 
 def _scatter(values: pa.Array, at: np.ndarray, n: int) -> pa.Array:
-    """An n-row string array holding ``values`` at rows ``at``, null elsewhere."""
+    """An n-row string array holding ``values`` at rows ``at``, null elsewhere. Rows in
+    increasing order and values without nulls: the values' bytes are kept as they are, only
+    the offsets and the validity bitmap are new (no copy of the strings)."""
     if not len(at):
         return pa.nulls(n, pa.string())
+    values = values.cast(pa.string())
+    if values.null_count == 0 and values.offset == 0 and len(at) == len(values) \
+            and (len(at) < 2 or bool((at[1:] > at[:-1]).all())):
+        voff = np.frombuffer(values.buffers()[1], np.int32, len(values) + 1)
+        lens = np.zeros(n, np.int32)
+        lens[at] = np.diff(voff)
+        offsets = np.empty(n + 1, np.int32)
+        offsets[0] = voff[0]
+        np.cumsum(lens, out=offsets[1:])
+        offsets[1:] += voff[0]
+        valid = np.zeros(n, bool)
+        valid[at] = True
+        bitmap = pa.py_buffer(np.packbits(valid, bitorder="little"))
+        return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), values.buffers()[2],
+                                           bitmap, n - len(at))
     idx = np.full(n, -1, dtype=np.int64)
     idx[at] = np.arange(len(at))
     valid = idx >= 0
