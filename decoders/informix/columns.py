@@ -13,6 +13,11 @@ white space inside a record line. Fields are then read for every record at once:
 * every documented column of every record type checked against its kind (hex, decimal,
   ASCII, USED/FREE, MM/DD/YY, HH:MM:SS), per type over the records of that type.
 
+Record lines laid out the way ``onlog`` prints them (fixed header columns, one blank between
+the further columns) are read by fixed columns instead (``Records``, ``fixed.py``: 64-bit
+words of a per-line byte matrix, SWAR checks and conversions, no token scan); the token
+reader (``TokenRecords``) takes the lines that do not fit and gives the same values.
+
 A record line takes the fast path only when it is plain (printable ASCII, blanks and tabs),
 every token fits the widths read here and every column is valid; any other line is
 ``fast = False`` and goes through the careful per-record parser (``decoder.parse_record``),

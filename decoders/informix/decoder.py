@@ -54,9 +54,10 @@ Carry (JSON): ``{"version": 1, "uniqid": <last file>, "open": {"<xid>": {"trx": 
 a CLR may still compensate], "fold": {"owner", "after", "tbl", "row"} | None}}}``.
 
 How (issue 13): the text is split into lines once and parsed by column (``columns.py``:
-newline scan, line kinds by masks, record lines copied into one compact buffer and cut
-into tokens, numbers read as digit matrices, every documented column checked per record
-type; ``-l`` dump lines laid out the way ``encoder.dump_lines`` writes them are recognised by
+newline scan, line kinds by masks, record lines read by fixed columns as 64-bit words
+(``fixed.py``) where they are laid out the way ``onlog`` prints them, else copied into one
+compact buffer and cut into tokens, numbers read as digit matrices, every documented column
+checked per record type; ``-l`` dump lines laid out the way ``encoder.dump_lines`` writes them are recognised by
 fixed columns on a byte matrix, any other indented line by the regular expression);
 transactions, link chains, folds and CLR stacks are computed for all records at
 once (``chains.py``); rows go to the sink with ``add_columns``. A record line the columns
