@@ -199,7 +199,8 @@ def decode_rows(data: bytes, name: str = "onlog_7.txt") -> list[dict]:
 
 
 @pytest.mark.parametrize("line, error_class, message", [
-    ("40       76   HINSERT  5        0  18       10g123 101 40", "corrupt", "tblspace_id is not hex"),
+    ("40       76   HINSERT  5        0  18       10g123 101 40", "corrupt",
+     "tblspace_id is not hex"),
     ("4g       76   HINSERT  5        0  18       100123 101 40", "corrupt", "addr is not hex"),
     ("40       76   HINSERT  5x       0  18       100123 101 40", "corrupt", "xid is not decimal"),
     ("8c       36   COMMIT   5        0  40       13/13/98 10:23:05", "bad_value", "date"),

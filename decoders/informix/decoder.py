@@ -57,8 +57,9 @@ How (issue 13): the text is split into lines once and parsed by column (``column
 newline scan, line kinds by masks, record lines read by fixed columns as 64-bit words
 (``fixed.py``) where they are laid out the way ``onlog`` prints them, else copied into one
 compact buffer and cut into tokens, numbers read as digit matrices, every documented column
-checked per record type; ``-l`` dump lines laid out the way ``encoder.dump_lines`` writes them are recognised by
-fixed columns on a byte matrix, any other indented line by the regular expression);
+checked per record type; ``-l`` dump lines laid out the way ``encoder.dump_lines`` writes
+them are recognised by fixed columns on a byte matrix, any other indented line by the
+regular expression);
 transactions, link chains, folds and CLR stacks are computed for all records at
 once (``chains.py``); rows go to the sink with ``add_columns``. A record line the columns
 cannot take (damage, non-ASCII, numbers wider than 16 hex / 9 decimal digits) and every
