@@ -13,6 +13,11 @@ white space inside a record line. Fields are then read for every record at once:
 * every documented column of every record type checked against its kind (hex, decimal,
   ASCII, USED/FREE, MM/DD/YY, HH:MM:SS), per type over the records of that type.
 
+Record lines laid out the way ``onlog`` prints them (fixed header columns, one blank between
+the further columns) are read by fixed columns instead (``Records``, ``fixed.py``: 64-bit
+words of a per-line byte matrix, SWAR checks and conversions, no token scan); the token
+reader (``TokenRecords``) takes the lines that do not fit and gives the same values.
+
 A record line takes the fast path only when it is plain (printable ASCII, blanks and tabs),
 every token fits the widths read here and every column is valid; any other line is
 ``fast = False`` and goes through the careful per-record parser (``decoder.parse_record``),
@@ -26,6 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..layout import as_uint8
+from . import fixed as F
 from . import layout as L
 
 # bytes.isspace(): blank, \t, \n, \v, \f, \r
@@ -113,9 +119,11 @@ def gather_left_safe(buf: np.ndarray, s: np.ndarray, e: np.ndarray, width: int) 
     return ch
 
 
-def _spans(buf: np.ndarray, s: np.ndarray, e: np.ndarray) -> pa.Array:
-    """``buf[s:e]`` of non-overlapping spans as a large binary array: the spans (in buffer
-    order) and the gaps between them are one zero-copy array, the spans are taken from it."""
+def _spans(buf: np.ndarray, s: np.ndarray, e: np.ndarray,
+           valid: np.ndarray | None = None) -> pa.Array:
+    """``buf[s:e]`` of non-overlapping spans as a large binary array (null where not
+    ``valid``): the spans (in buffer order) and the gaps between them are one zero-copy
+    array, the spans are taken from it."""
     n = len(s)
     if n == 0:
         return pa.array([], pa.large_binary())
@@ -135,18 +143,43 @@ def _spans(buf: np.ndarray, s: np.ndarray, e: np.ndarray) -> pa.Array:
         inverse = np.empty(n, dtype=np.int64)
         inverse[order] = np.arange(n)
         take = take[inverse]
-    return pc.take(whole, pa.array(take))
+    return pc.take(whole, pa.array(take, mask=None if valid is None else ~valid))
 
 
 def substrings(buf: np.ndarray, s: np.ndarray, e: np.ndarray) -> pa.Array:
-    """``buf[s:e]`` for every row (increasing, non-overlapping spans of printable ASCII) as
-    an Arrow string array."""
-    return _spans(buf, s, e).cast(pa.large_string()).cast(pa.string())
+    """``buf[s:e]`` for every row (spans of printable ASCII: not checked again) as an Arrow
+    string array: the bytes gathered once, the offsets their running lengths."""
+    n = len(s)
+    lens = np.maximum(np.asarray(e, np.int64) - s, 0)
+    offsets = np.zeros(n + 1, np.int64)
+    np.cumsum(lens, out=offsets[1:])
+    total = int(offsets[-1])
+    if total >= 1 << 31:
+        return _spans(buf, s, e).cast(pa.large_string()).cast(pa.string())
+    idx = np.repeat(np.asarray(s, np.int64) - offsets[:-1], lens) + np.arange(total)
+    data = buf[idx] if total else np.zeros(0, np.uint8)
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets.astype(np.int32)),
+                                       pa.py_buffer(data))
 
 
-def substrings_binary(buf: np.ndarray, s: np.ndarray, e: np.ndarray) -> pa.Array:
-    """``buf[s:e]`` for every row (increasing, non-overlapping spans) as an Arrow binary array."""
-    return _spans(buf, s, e).cast(pa.binary())
+def substrings_binary(buf: np.ndarray, s: np.ndarray, e: np.ndarray,
+                      valid: np.ndarray | None = None) -> pa.Array:
+    """``buf[s:e]`` for every row (non-overlapping spans) as an Arrow binary array, null
+    where not ``valid``."""
+    return _spans(buf, s, e, valid).cast(pa.binary())
+
+
+def word_strings(w: np.ndarray, k: np.ndarray) -> pa.Array:
+    """The first ``k`` (0..8) bytes of every 64-bit word (printable ASCII) as Arrow strings."""
+    n = len(w)
+    k = np.asarray(k, np.int64)
+    offsets = np.zeros(n + 1, np.int64)
+    np.cumsum(k, out=offsets[1:])
+    total = int(offsets[-1])
+    raw = np.ascontiguousarray(w, dtype="<u8").view(np.uint8)
+    idx = np.repeat(np.arange(n, dtype=np.int64) * 8 - offsets[:-1], k) + np.arange(total)
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets.astype(np.int32)),
+                                       pa.py_buffer(raw[idx]))
 
 
 _HEX_PAIRS = np.frombuffer(b"".join(b"%02x" % i for i in range(256)), dtype=np.uint8).reshape(256, 2)
@@ -317,6 +350,9 @@ def _matches(array: pa.Array, rows: np.ndarray, pattern: str) -> np.ndarray:
     return np.asarray(got.to_numpy(zero_copy_only=False), dtype=bool)
 
 
+_ADDR_WORD = F.U64(int.from_bytes(b"addr", "little"))
+
+
 class Text:
     """The lines of one onlog text, classified: blank, dump, header, record, and indented
     lines that are none of those (``LINE_INDENTED``: quarantined, never dropped)."""
@@ -359,8 +395,14 @@ class Text:
                 kind[rest[~blank & ~head]] = LINE_INDENTED
             # header lines: a first token starting with "addr" (any case) is not hex
             cand = np.flatnonzero(kind == LINE_RECORD)
-            head4 = gather_left_safe(buf, starts[cand], ends[cand], 4) | 0x20
-            maybe = cand[(head4 == np.frombuffer(b"addr", np.uint8)).all(axis=1)]
+            near = starts[cand] + 8 > n              # too close to the end for a word
+            head4 = np.zeros(len(cand), np.uint64)
+            if (~near).any():
+                head4[~near] = F.words(buf)[starts[cand[~near]]] | F.BLANKS
+            if near.any():
+                g = gather_left_safe(buf, starts[cand[near]], ends[cand[near]], 8) | 0x20
+                head4[near] = np.ascontiguousarray(g).view("<u8").reshape(-1)
+            maybe = cand[(head4 & F.U64(0xFFFFFFFF)) == _ADDR_WORD]
             kind[maybe[_matches(self.array, maybe, _HEADER_LINE)]] = LINE_HEADER
         self.kind = kind
 
@@ -373,6 +415,10 @@ class Text:
 
     def records(self) -> "Records":
         return Records(self, self.record_lines())
+
+    def token_records(self) -> "TokenRecords":
+        """The record lines read by the token reader only (tests: the reference of ``Records``)."""
+        return TokenRecords(self, self.record_lines())
 
 
 def is_header(line: bytes) -> bool:
@@ -397,7 +443,7 @@ def _is_hex(b: np.ndarray) -> np.ndarray:
     return _is_digit(b) | (((b | np.uint8(0x20)) - np.uint8(97)) < 6)
 
 
-class Records:
+class TokenRecords:
     """The record lines of a ``Text``: tokens, header fields, typed columns (fast path).
 
     The record lines are first copied into one compact buffer (Arrow ``take`` over the
@@ -522,6 +568,10 @@ class Records:
         """(values, ok): hex token j of ``rows`` (not ok: longer than 16 digits)."""
         return self.number(j, 16, HEX_WIDTH, rows)
 
+    def hex_text(self, j: int, rows: np.ndarray) -> pa.Array:
+        """``format(v, "x")`` of hex column j of ``rows`` (read: ``hex_column``)."""
+        return hex_text(self.hex_column(j, rows)[0])
+
     def rest_of_line(self, j: int, rows: np.ndarray) -> pa.Array:
         s, _ = self.token(j, rows)
         return substrings(self.buf, s, self.last_token_end(rows))
@@ -580,3 +630,321 @@ def _days_from_civil(y: np.ndarray, m: np.ndarray, d: np.ndarray) -> np.ndarray:
     doy = (153 * mp + 2) // 5 + d - 1
     doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
     return era * 146097 + doe - 719468
+
+
+# ----------------------------------------------------------------- fixed columns (fixed.py)
+
+_KEY_CODE = np.array([TYPE_CODE[t.encode()] for t in F.type_names_of_keys()], dtype=np.int16)
+_HB = F._HIGH_BELOW
+_PLAIN_REST = PLAIN.copy()
+
+
+class Records:
+    """The record lines of a ``Text``, read by fixed columns where they fit (``fixed.py``),
+    by tokens (``TokenRecords``) where they do not: header fields, record types, the fast
+    mask, and the columns the decoder needs (``hex_column``, ``hex_text``,
+    ``rest_of_line``, ``local_seconds``), both kinds of lines merged in record order."""
+
+    def __init__(self, text: Text, lines: np.ndarray) -> None:
+        self.text = text
+        self.lines = lines
+        self.n = n = len(lines)
+        self.addr = np.zeros(n, np.uint64)
+        self.xid = np.zeros(n, np.uint64)
+        self.link = np.zeros(n, np.uint64)
+        self.tcode = np.full(n, UNKNOWN_TYPE, np.int16)
+        self.fit = np.zeros(n, bool)
+        # columns after the header of the lines read by fixed columns (j: column index)
+        self.cs: dict[int, np.ndarray] = {}      # start in text.buf
+        self.ce: dict[int, np.ndarray] = {}      # end
+        self.cv: dict[int, np.ndarray] = {}      # the word of a hex, date or time column
+        s = text.starts[lines]
+        e = text.ends[lines]
+        cand = np.flatnonzero((text.kind[lines] == LINE_RECORD) & (e - s >= F.MIN_LEN)
+                              & (e - s <= F.WIN - F.SLACK) & (s + F.WIN <= text.size))
+        if len(cand):
+            self._fixed(cand, s[cand], e[cand])
+        rest = np.flatnonzero(~self.fit)
+        self.rest = rest
+        self.tok_row = np.full(n, -1, np.int64)
+        self.tok_row[rest] = np.arange(len(rest))
+        tok = self.tok = TokenRecords(text, lines[rest])
+        self.fast = self.fit.copy()
+        if len(rest):
+            self.fast[rest] = tok.fast
+            self.addr[rest] = tok.addr
+            self.xid[rest] = tok.xid
+            self.link[rest] = tok.link
+            self.tcode[rest] = tok.tcode
+
+    def _col(self, d: dict, j: int, dtype) -> np.ndarray:
+        got = d.get(j)
+        if got is None:
+            got = d[j] = np.zeros(self.n, dtype)
+        return got
+
+    def _fixed(self, cand: np.ndarray, s: np.ndarray, e: np.ndarray) -> None:
+        """Read lines ``cand`` (starts ``s``, ends ``e``, at most ``F.WIN - F.SLACK`` bytes) by
+        fixed columns. The first ``F.WIN`` bytes of every line are copied once into a
+        matrix (one pass over the text); the words are read from it."""
+        buf = self.text.buf
+        m = len(cand)
+        # every word read starts at most WIN - 8 bytes into its line's row
+        flat = np.lib.stride_tricks.sliding_window_view(buf, F.WIN)[s].reshape(-1)
+        W = F.words(flat)
+        base = np.arange(m, dtype=np.int64) * F.WIN
+        length = e - s
+        # the 16 bytes after every line's end become blanks: a word read at or before the
+        # end sees blanks past it (lines end at most WIN - SLACK bytes into their row)
+        W[base + length] = F.BLANKS
+        W[base + length + 8] = F.BLANKS
+
+        def at(o: int) -> np.ndarray:          # the word at column o of every line
+            return W[o::F.WIN][:m].copy()
+
+        # the type name and how far it pushes the columns after it
+        c1 = at(F.TYPE[0])
+        c2 = at(F.TYPE[0] + 8)
+        nb1 = F.blank_flags(c1)
+        tl = F.first_unset(~nb1 & F.HIGH)
+        tl2 = F.first_unset(~F.blank_flags(c2) & F.HIGH)
+        tl = np.where(tl == 8, 8 + tl2, tl)
+        sh = np.maximum(tl - 8, 0)
+        pad = _HB[8] & ~_HB[np.minimum(tl, 8)]             # blanks after a short name
+        ok = (tl >= 1) & (tl < F.TYPE_MAX) & ((nb1 & pad) == pad)
+        ok &= (tl > 8) | ((c2 & F.U64(0xFF)) == F.U64(0x20))    # column 22: blank
+        ok &= length >= F.MIN_LEN + sh
+        shifted = np.flatnonzero(sh)
+
+        def at_sh(o: int) -> np.ndarray:       # the word at column o + shift of every line
+            x = at(o)
+            if len(shifted):
+                x[shifted] = W[base[shifted] + o + sh[shifted]]
+            return x
+
+        # addr, len (and the blanks around it), xid, id, link
+        good, _, addr = F.field(at(0), 8, True)
+        ok &= good
+        b = at(8)
+        ok &= ((b & F.U64(0xFF)) == F.U64(0x20)) & (((b >> F.U64(40)) & F.U64(0xFF)) == F.U64(0x20))
+        ok &= F.field(b >> F.U64(8), 4, False, value=False)[0]
+        good, _, xid = F.field(at_sh(F.XID[0]), 8, False)
+        ok &= good
+        q = at_sh(31)
+        ok &= ((q & F.U64(0xFF)) == F.U64(0x20)) & (((q >> F.U64(24)) & F.U64(0xFF)) == F.U64(0x20))
+        ok &= F.field(q >> F.U64(8), 2, False, value=False)[0]
+        good, _, link = F.field(at_sh(F.LINK[0]), 8, True)
+        ok &= good
+        # after the header: nothing, or one blank and the first column
+        extra = length > F.EXTRA_AT - 1 + sh
+        ok &= ~extra | ((flat[base + F.EXTRA_AT - 1 + sh] == 0x20) & (length > F.EXTRA_AT + sh))
+        # record types
+        tcode = np.full(m, UNKNOWN_TYPE, np.int16)
+        short = ok & (tl <= 8)
+        ki = F.short_type_index(c1[short])
+        tcode[short] = np.where(ki >= 0, _KEY_CODE[np.maximum(ki, 0)], UNKNOWN_TYPE)
+        long_ = np.flatnonzero(ok & (tl > 8))
+        if len(long_):
+            mat = np.stack([c1[long_], c2[long_] & F._BYTE[tl[long_] - 8]], axis=1)
+            tcode[long_] = _type_codes(np.ascontiguousarray(mat).view(np.uint8).reshape(-1, 16))
+        ok &= tcode != UNKNOWN_TYPE
+        # the columns of every type
+        pos = np.minimum(F.EXTRA_AT + sh, length)
+        okr = np.flatnonzero(ok)
+        order = okr[np.argsort(tcode[okr], kind="stable")]
+        codes, first = np.unique(tcode[order], return_index=True)
+        for code, a, b in zip(codes.tolist(), first.tolist(), first[1:].tolist() + [len(order)]):
+            rows = order[a:b]
+            good = self._columns(TYPE_NAMES[code], flat, W, rows, cand[rows], s[rows],
+                                 pos[rows], length[rows], extra[rows])
+            ok[rows[~good]] = False
+        fit = cand[ok]
+        self.fit[fit] = True
+        self.addr[fit] = addr[ok]
+        self.xid[fit] = xid[ok]
+        self.link[fit] = link[ok]
+        self.tcode[fit] = tcode[ok]
+
+    def _columns(self, rtype: str, flat: np.ndarray, W: np.ndarray, rows: np.ndarray,
+                 recs: np.ndarray, s: np.ndarray, p: np.ndarray, e: np.ndarray,
+                 extra: np.ndarray) -> np.ndarray:
+        """Read the columns of ``rtype`` of records ``recs`` (lines ``rows`` of the matrix
+        ``flat``, ``W`` its words; line starts ``s`` in the text; first column at ``p``, line
+        end ``e``, both from the line start): which lines they fit."""
+        cols = L.RECORD_TYPES[rtype]
+        if not cols:
+            return ~extra
+        base = rows * F.WIN
+        ok = extra.copy()
+        for k, (_name, kind, _label) in enumerate(cols):
+            j = L.N_HEADER + k
+            last = k == len(cols) - 1
+            if last and rtype in L.REST_OF_LINE:       # the rest of the line, printable
+                r = e - p
+                ok &= (r >= 1) & (r <= F.REST_MAX)
+                lo, hi = int(p.min()), int(min(e.max(), F.WIN))
+                mat = flat.reshape(-1, F.WIN)[rows, lo:hi]
+                col = np.arange(lo, hi)
+                outside = (col < p[:, None]) | (col >= e[:, None])
+                plain = ((mat - np.uint8(0x20)) < 0x5F) | (mat == 0x09)
+                ok &= (plain | outside).all(axis=1)
+                ok &= (flat[base + np.maximum(e - 1, 0)] > 0x20) & (flat[base + p] > 0x20)
+                self._col(self.cs, j, np.int64)[recs] = s + p
+                self._col(self.ce, j, np.int64)[recs] = s + e
+                break
+            w = W[base + p]
+            tk = F.first_unset(~F.blank_flags(w) & F.HIGH)      # token length (8: or more)
+            if kind == L.ASCII:                          # a name: up to 16 bytes
+                w2 = W[base + p + 8]
+                tk2 = np.where(tk == 8, F.first_unset(~F.blank_flags(w2) & F.HIGH), 0)
+                hb2 = _HB[tk2]
+                ok &= (F.printable_flags(w2) & hb2) == hb2
+                tk = tk + tk2
+            nxt = p + tk
+            at_end = nxt == e
+            if last:
+                ok &= at_end
+            else:
+                ok &= ~at_end & (flat[base + nxt] == 0x20)
+            hb = _HB[np.minimum(tk, 8)]
+            if kind == L.HEX:                            # value: when asked for (_hex)
+                ok &= (tk >= 1) & ((F.hex_flags(w) & hb) == hb)
+                self._col(self.cv, j, np.uint64)[recs] = w
+                self._col(self.cs, j, np.int64)[recs] = s + p
+                self._col(self.ce, j, np.int64)[recs] = s + nxt
+            elif kind == L.DEC:
+                minus = ((w & F.U64(0xFF)) == F.U64(0x2D)) & (tk >= 2)
+                fl = F.dec_flags(w) | np.where(minus, F.U64(0x80), F.U64(0))
+                ok &= (tk >= 1) & ((fl & hb) == hb)
+            elif kind in (L.DATE, L.TIME):
+                ok &= (tk == 8) & _stamp_ok(w, kind == L.DATE)
+                self._col(self.cv, j, np.uint64)[recs] = w
+            elif kind == L.USED_FREE:
+                word = (w & F.U64(0xFFFFFFFF)).astype(np.uint32)
+                ok &= (tk == 4) & ((word == _USED) | (word == _FREE))
+            else:                                       # ASCII: printable, no blank
+                ok &= (tk >= 1) & ((F.printable_flags(w) & hb) == hb)
+                self._col(self.cs, j, np.int64)[recs] = s + p
+                self._col(self.ce, j, np.int64)[recs] = s + nxt
+            p = np.minimum(nxt + 1, e)
+        return ok
+
+    # -- values the decoder needs (rows: record indices)
+    def _split(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Which of ``rows`` were read by fixed columns, and which by tokens."""
+        f = self.fit[rows]
+        return np.flatnonzero(f), np.flatnonzero(~f)
+
+    def _hex(self, j: int, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(values, canonical) of hex column j of ``rows`` read by fixed columns (from its
+        word and length); canonical: printed as ``format(v, "x")`` (lower case, no leading
+        zero)."""
+        w = self._col(self.cv, j, np.uint64)[rows]
+        tk = np.clip(self.ce[j][rows] - self.cs[j][rows], 1, 8) if j in self.ce else \
+            np.ones(len(rows), np.int64)
+        hb = _HB[tk]
+        upper = F.hex_flags(w) & ~F.dec_flags(w) & ~(w << F.U64(2)) & hb
+        zero = (w & F.U64(0xFF)) == F.U64(0x30)
+        return F.hex_value(w, tk), (upper == 0) & (~zero | (tk == 1))
+
+    def hex_column(self, j: int, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(values, ok): hex column j of ``rows`` (not ok: longer than 16 digits)."""
+        fi, ti = self._split(rows)
+        out = np.zeros(len(rows), np.uint64)
+        ok = np.zeros(len(rows), bool)
+        if len(fi):
+            out[fi] = self._hex(j, rows[fi])[0]
+            ok[fi] = True
+        if len(ti):
+            out[ti], ok[ti] = self.tok.hex_column(j, self.tok_row[rows[ti]])
+        return out, ok
+
+    def hex_text(self, j: int, rows: np.ndarray) -> pa.Array:
+        """``format(v, "x")`` of hex column j of ``rows``: the printed text where it is
+        printed that way (lower case, no leading zeros), else the value rendered."""
+        canon = np.zeros(len(rows), bool)
+        fi, _ = self._split(rows)
+        if len(fi):
+            canon[fi] = self._hex(j, rows[fi])[1]
+        return self._merge_mask(
+            rows, canon, lambda r: word_strings(self.cv[j][r], self.ce[j][r] - self.cs[j][r]),
+            lambda r: hex_text(self.hex_column(j, r)[0]))
+
+    @staticmethod
+    def _merge_mask(rows: np.ndarray, first: np.ndarray, first_fn, other_fn) -> pa.Array:
+        """Strings of ``rows``: ``first_fn`` of the rows where ``first``, ``other_fn`` of the
+        others, in the order of ``rows``."""
+        fi, oi = np.flatnonzero(first), np.flatnonzero(~first)
+        if not len(oi):
+            return first_fn(rows)
+        if not len(fi):
+            return other_fn(rows)
+        both = pa.concat_arrays([first_fn(rows[fi]).cast(pa.string()),
+                                 other_fn(rows[oi]).cast(pa.string())])
+        order = np.empty(len(rows), np.int64)
+        order[np.concatenate((fi, oi))] = np.arange(len(rows))
+        return both.take(pa.array(order))
+
+    def _merge(self, rows: np.ndarray, fixed_fn, token_fn) -> pa.Array:
+        fi, ti = self._split(rows)
+        if not len(ti):
+            return fixed_fn(rows)
+        if not len(fi):
+            return token_fn(self.tok_row[rows])
+        both = pa.concat_arrays([fixed_fn(rows[fi]).cast(pa.string()),
+                                 token_fn(self.tok_row[rows[ti]]).cast(pa.string())])
+        order = np.empty(len(rows), np.int64)
+        order[np.concatenate((fi, ti))] = np.arange(len(rows))
+        return both.take(pa.array(order))
+
+    def columns_text(self, rows: np.ndarray) -> pa.Array:
+        """The text after the header (from the first column to the line end) of ``rows``,
+        lines read by fixed columns whose type has columns."""
+        return substrings(self.text.buf, self.cs[L.N_HEADER][rows],
+                          self.text.ends[self.lines[rows]])
+
+    def rest_of_line(self, j: int, rows: np.ndarray) -> pa.Array:
+        return self._merge_mask(
+            rows, self.fit[rows], lambda r: substrings(self.text.buf, self.cs[j][r], self.ce[j][r]),
+            lambda r: self.tok.rest_of_line(j, self.tok_row[r]))
+
+    def local_seconds(self, j: int, rows: np.ndarray) -> np.ndarray:
+        """Seconds since 1970-01-01 of the (valid) date and time at columns j, j+1 (naive)."""
+        fi, ti = self._split(rows)
+        out = np.zeros(len(rows), np.int64)
+        if len(fi):
+            dw, tw = self.cv[j][rows[fi]], self.cv[j + 1][rows[fi]]
+            mm, dd, yy = (_two_of(dw, k) for k in (0, 3, 6))
+            year = np.where(yy >= L.YEAR_PIVOT, 1900 + yy, 2000 + yy)
+            days = _days_from_civil(year, mm, dd)
+            hh, mi, ss = (_two_of(tw, k) for k in (0, 3, 6))
+            out[fi] = days * 86400 + hh * 3600 + mi * 60 + ss
+        if len(ti):
+            out[ti] = self.tok.local_seconds(j, self.tok_row[rows[ti]])
+        return out
+
+
+_STAMP_DIGITS = F.U64(0x8080008080008080)          # bytes 0, 1, 3, 4, 6, 7
+
+
+def _two_of(w: np.ndarray, k: int) -> np.ndarray:
+    """The two decimal digits at bytes k, k+1 of the words ``w`` as a number."""
+    hi = ((w >> F.U64(8 * k)) & F.U64(0xFF)).astype(np.int64) - 48
+    lo = ((w >> F.U64(8 * k + 8)) & F.U64(0xFF)).astype(np.int64) - 48
+    return hi * 10 + lo
+
+
+def _stamp_ok(w: np.ndarray, date: bool) -> np.ndarray:
+    """Words that are a valid ``MM/DD/YY`` (date) or ``HH:MM:SS``: like ``date_ok`` and
+    ``time_ok``."""
+    sep = F.U64(0x2F if date else 0x3A)
+    ok = ((F.dec_flags(w) & _STAMP_DIGITS) == _STAMP_DIGITS)
+    ok &= (((w >> F.U64(16)) & F.U64(0xFF)) == sep) & (((w >> F.U64(40)) & F.U64(0xFF)) == sep)
+    a, b, c = (np.where(ok, _two_of(w, k), 0) for k in (0, 3, 6))
+    if not date:
+        return ok & (a < 24) & (b < 60) & (c < 60)
+    year = np.where(c >= L.YEAR_PIVOT, 1900 + c, 2000 + c)
+    leap = (year % 4 == 0) & ((year % 100 != 0) | (year % 400 == 0))
+    month_ok = (a >= 1) & (a <= 12)
+    dim = _DIM[np.where(month_ok, a, 0)] + ((a == 2) & leap)
+    return ok & month_ok & (b >= 1) & (b <= dim)

@@ -54,10 +54,12 @@ Carry (JSON): ``{"version": 1, "uniqid": <last file>, "open": {"<xid>": {"trx": 
 a CLR may still compensate], "fold": {"owner", "after", "tbl", "row"} | None}}}``.
 
 How (issue 13): the text is split into lines once and parsed by column (``columns.py``:
-newline scan, line kinds by masks, record lines copied into one compact buffer and cut
-into tokens, numbers read as digit matrices, every documented column checked per record
-type; ``-l`` dump lines laid out the way ``encoder.dump_lines`` writes them are recognised by
-fixed columns on a byte matrix, any other indented line by the regular expression);
+newline scan, line kinds by masks, record lines read by fixed columns as 64-bit words
+(``fixed.py``) where they are laid out the way ``onlog`` prints them, else copied into one
+compact buffer and cut into tokens, numbers read as digit matrices, every documented column
+checked per record type; ``-l`` dump lines laid out the way ``encoder.dump_lines`` writes
+them are recognised by fixed columns on a byte matrix, any other indented line by the
+regular expression);
 transactions, link chains, folds and CLR stacks are computed for all records at
 once (``chains.py``); rows go to the sink with ``add_columns``. A record line the columns
 cannot take (damage, non-ASCII, numbers wider than 16 hex / 9 decimal digits) and every
@@ -1052,7 +1054,7 @@ class _RecordsMode:
         simple = odd[np.searchsorted(odd, lines)] > last
         bad = np.flatnonzero(~simple & keep)
         good = keep & simple
-        out = COL.substrings_binary(t.buf, start, np.where(good, end, start))
+        out = COL.substrings_binary(t.buf, start, np.where(good, end, start), keep)
         if len(bad):   # the few units of another shape, joined line by line
             patch = pa.array([self.unit(int(fi[j])).raw[:RAW_HEX_LIMIT] for j in bad.tolist()],
                              pa.binary())
@@ -1060,7 +1062,7 @@ class _RecordsMode:
             idx[bad] = np.arange(len(bad))
             out = pc.if_else(pa.array(idx >= 0),
                              pc.take(patch, pa.array(np.maximum(idx, 0))), out)
-        return pc.if_else(pa.array(keep), out, pa.scalar(None, pa.binary()))
+        return out
 
     def values(self, rec: Record) -> dict:
         """Kind and values of a record that reads (as inside a transaction)."""
@@ -1201,9 +1203,11 @@ class _RecordsMode:
         """The change columns of the home-row changes and the table-level records (DDL,
         truncate: their ``ddl`` text and printed names read record by record, ``values``)."""
         change = home | ddl
-        keys = np.unique(tb[change])
+        enc = pa.array(tb[change]).dictionary_encode()      # the distinct tables, hashed
+        keys = enc.dictionary.to_numpy()
         tables = [self.catalog.table(format(t, "x")) for t in keys.tolist()]
-        code = np.minimum(np.searchsorted(keys, tb), len(keys) - 1)
+        code = np.zeros(len(fi), np.int64)
+        code[change] = enc.indices.to_numpy()
         known = change & np.array([t is not None for t in tables], dtype=bool)[code]
         schemas = [t.schema if t else None for t in tables]
         names = [t.name if t else None for t in tables]
@@ -1211,9 +1215,19 @@ class _RecordsMode:
         flag = home & ~known
         di = np.flatnonzero(ddl)
         texts = []
-        for j in di.tolist():
-            rec = parse_record(self.text.line(int(self.recs.lines[fi[j]])).decode("utf-8"))
-            v = self.values(rec)
+        # the columns of a record read by fixed columns are checked: split, not parsed again
+        dfit = self.recs.fit[fi[di]]
+        col_texts = iter(self.recs.columns_text(fi[di[dfit]]).to_pylist() if dfit.any() else ())
+        seen: dict = {}                          # the same columns read once
+        for j, is_fit in zip(di.tolist(), dfit.tolist()):
+            if is_fit:
+                key = (int(tcode[j]), next(col_texts))
+                v = seen.get(key)
+                if v is None:
+                    v = seen[key] = self.values(_record_of_columns(COL.TYPE_NAMES[key[0]], key[1]))
+            else:
+                rec = parse_record(self.text.line(int(self.recs.lines[fi[j]])).decode("utf-8"))
+                v = self.values(rec)
             op[j] = _OP_CODE[v["op"]]
             texts.append(v.get("ddl"))
             if v.get("flag"):
@@ -1224,15 +1238,33 @@ class _RecordsMode:
                 names.append(v.get("table_name"))
                 known[j] = True
         fields["op"] = _strings(list(_OPS), np.maximum(op, 0), op >= 0)
-        fields["table_id"] = pc.if_else(pa.array(change), COL.hex_text(tb),
-                                        pa.scalar(None, pa.string()))
-        fields["row_id"] = pc.if_else(pa.array(home), COL.hex_text(rows),
-                                      pa.scalar(None, pa.string()))
+        # the ids as printed (when printed the canonical way), else rendered from the value
+        ch_i, home_i = np.flatnonzero(change), np.flatnonzero(home)
+        fields["table_id"] = _scatter(self.recs.hex_text(L.N_HEADER, fi[ch_i]), ch_i, len(fi))
+        fields["row_id"] = _scatter(self.recs.hex_text(L.N_HEADER + 1, fi[home_i]), home_i,
+                                    len(fi))
         fields["schema_name"] = _strings(schemas, code, known)
         fields["table_name"] = _strings(names, code, known)
         fields["flag"] = _strings([RS.UNKNOWN_TABLE_FLAG], np.zeros(len(fi), np.int64), flag)
         if len(di):
             fields["ddl"] = _scatter(pa.array(texts, pa.string()), di, len(fi))
+
+
+def _record_of_columns(rtype: str, text: str) -> Record:
+    """The values of a record from its columns after the header, as the fixed-column reader
+    checked them (one blank between columns; a rest-of-line column last): what
+    ``parse_record`` gives for them (the header fields are not needed here: zero)."""
+    cols = L.RECORD_TYPES[rtype]
+    toks = text.split(" ", len(cols) - 1) if rtype in L.REST_OF_LINE else text.split(" ")
+    values = {}
+    for (name, kind, _label), tok in zip(cols, toks):
+        if kind == L.HEX:
+            values[name] = int(tok, 16)
+        elif kind == L.DEC:
+            values[name] = int(tok)
+        else:
+            values[name] = _COLUMN[kind](tok, name)
+    return Record(0, 0, rtype, 0, 0, 0, values)
 
 
 _INTERLEAVE = 64          # careful rows up to which the columnar rows are added in slices
@@ -1245,7 +1277,26 @@ def _line_len(t: COL.Text) -> np.ndarray:
 
 
 def _scatter(values: pa.Array, at: np.ndarray, n: int) -> pa.Array:
-    """An n-row string array holding ``values`` at rows ``at``, null elsewhere."""
+    """An n-row string array holding ``values`` at rows ``at``, null elsewhere. Rows in
+    increasing order and values without nulls: the values' bytes are kept as they are, only
+    the offsets and the validity bitmap are new (no copy of the strings)."""
+    if not len(at):
+        return pa.nulls(n, pa.string())
+    values = values.cast(pa.string())
+    if values.null_count == 0 and values.offset == 0 and len(at) == len(values) \
+            and (len(at) < 2 or bool((at[1:] > at[:-1]).all())):
+        voff = np.frombuffer(values.buffers()[1], np.int32, len(values) + 1)
+        lens = np.zeros(n, np.int32)
+        lens[at] = np.diff(voff)
+        offsets = np.empty(n + 1, np.int32)
+        offsets[0] = voff[0]
+        np.cumsum(lens, out=offsets[1:])
+        offsets[1:] += voff[0]
+        valid = np.zeros(n, bool)
+        valid[at] = True
+        bitmap = pa.py_buffer(np.packbits(valid, bitorder="little"))
+        return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), values.buffers()[2],
+                                           bitmap, n - len(at))
     idx = np.full(n, -1, dtype=np.int64)
     idx[at] = np.arange(len(at))
     valid = idx >= 0
