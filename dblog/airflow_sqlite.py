@@ -14,7 +14,17 @@ giving up:
   ``BUSY_TIMEOUT_S`` for the lock;
 * ``use_wal(path)`` (``bin/airflow-local --prepare``): the file in write-ahead-log mode, so
   that readers (the UI's polling, the scheduler's queries) no longer block writers. The
-  mode is kept in the file.
+  mode is kept in the file;
+* ``ImmediateConnection`` (the ``factory`` of both connect-args dicts): a transaction that a
+  ``SAVEPOINT`` opens (SQLAlchemy's ``session.begin_nested()``) starts with ``BEGIN
+  IMMEDIATE``, i.e. takes the write lock first. Otherwise SQLite opens it deferred: its
+  first ``SELECT`` takes a read snapshot, and when another connection commits before its
+  first write, that write fails at once with ``database is locked`` (SQLITE_BUSY_SNAPSHOT
+  in WAL mode; no busy timeout helps, the snapshot is stale). Airflow 3.3 creates each
+  backfill run in a ``begin_nested()`` that reads and then writes, and answers such a
+  failure with HTTP 503 ("Backfill creation is not supported on SQLite under concurrent
+  access"): seen in CI, the UI's "Run Backfill" failed four times while the triggered
+  run's tasks were writing.
 
 A production Airflow runs on PostgreSQL or MySQL, where neither applies.
 """
@@ -26,12 +36,40 @@ from pathlib import Path
 
 BUSY_TIMEOUT_S = 120.0
 
+
+def _opens_savepoint(sql: str) -> bool:
+    return sql.lstrip()[:9].upper() == "SAVEPOINT"
+
+
+class ImmediateCursor(sqlite3.Cursor):
+    """A cursor whose ``SAVEPOINT`` outside a transaction first runs ``BEGIN IMMEDIATE``."""
+
+    def execute(self, sql, parameters=(), /):
+        if not self.connection.in_transaction and _opens_savepoint(sql):
+            super().execute("BEGIN IMMEDIATE")   # waits up to the busy timeout for the lock
+        return super().execute(sql, parameters)
+
+
+class ImmediateConnection(sqlite3.Connection):
+    """``sqlite3.connect(..., factory=ImmediateConnection)``: every cursor is an
+    ``ImmediateCursor``, also the one of ``Connection.execute`` (which in C bypasses
+    ``cursor()``). Transactions that pysqlite opens itself (before an INSERT, UPDATE or
+    DELETE) are unchanged: their first statement writes, and SQLite retries a stale snapshot
+    there under the busy timeout."""
+
+    def cursor(self, factory=ImmediateCursor):
+        return super().cursor(factory)
+
+    def execute(self, sql, parameters=(), /):
+        return self.cursor().execute(sql, parameters)
+
+
 # read by Airflow's conf.getimport("database", "sql_alchemy_connect_args"); Airflow adds
 # check_same_thread=False itself
-CONNECT_ARGS = {"timeout": BUSY_TIMEOUT_S}
+CONNECT_ARGS = {"timeout": BUSY_TIMEOUT_S, "factory": ImmediateConnection}
 # the api-server's async engine (aiosqlite passes it to sqlite3.connect); its own dict, not
 # CONNECT_ARGS: Airflow adds check_same_thread to the sync engine's dict in place
-CONNECT_ARGS_ASYNC = {"timeout": BUSY_TIMEOUT_S}
+CONNECT_ARGS_ASYNC = {"timeout": BUSY_TIMEOUT_S, "factory": ImmediateConnection}
 
 
 def sqlite_path(conn: str) -> Path | None:
