@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
+import os
 import shutil
 import time
 from pathlib import Path
@@ -53,6 +54,21 @@ def mean_changes(fmt: str) -> float:
     return (1 + mx) / 2
 
 
+def _cached(root: Path, fmt: str) -> dict:
+    """A cached night's info, its ``sources.yaml`` pointed at this checkout's catalog: the
+    night may have been generated from another worktree, since removed or changed (the
+    catalog is not part of the code hash)."""
+    info = json.loads((root / "night.json").read_text())
+    text = yaml.safe_dump({"sources": [sample_sources()[fmt]]})
+    cfg = root / "sources.yaml"
+    if not cfg.is_file() or cfg.read_text() != text:
+        tmp = cfg.with_name(f".sources.yaml.{os.getpid()}")
+        tmp.write_text(text)
+        os.replace(tmp, cfg)     # atomic: a concurrent bench reads the old or the new file
+    info["root"] = str(root)
+    return info
+
+
 def night_dir(fmt: str, n: int, seed: int = 0, cache: Path = CACHE) -> Path:
     return Path(cache) / f"{fmt}-n{n}-s{seed}-{_code_hash(fmt)}"
 
@@ -62,7 +78,7 @@ def ensure_night(fmt: str, n: int, seed: int = 0, cache: Path = CACHE, log=print
     root = night_dir(fmt, n, seed, cache)
     info_path = root / "night.json"
     if info_path.is_file():
-        return json.loads(info_path.read_text())
+        return _cached(root, fmt)
     from decoders import get
     from decoders.catalog import parse_catalog  # noqa: F401  (import check)
 
@@ -137,7 +153,7 @@ def ensure_big_night(fmt: str, n: int, parts: int, seed: int = 0, cache: Path = 
     root = Path(cache) / f"{fmt}-n{n}-p{parts}-s{seed}-{_code_hash(fmt)}"
     info_path = root / "night.json"
     if info_path.is_file():
-        return json.loads(info_path.read_text())
+        return _cached(root, fmt)
     from decoders import get
 
     from dblog.config import load_config

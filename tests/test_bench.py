@@ -68,3 +68,22 @@ def test_eventlog_summary_per_query(tmp_path):
     assert rows[0]["end"] - rows[0]["start"] == 2500 and rows[0]["run_s"] == 1.5
     assert abs(rows[0]["cpu_s"] - 0.6) < 1e-9
     assert main([str(tmp_path)]) == 0
+
+
+def test_a_cached_night_points_at_this_checkouts_catalog(tmp_path):
+    """A night cached by another worktree (since removed) still loads: its sources.yaml is
+    pointed at this checkout's catalog on every cache hit."""
+    from bench import gen
+
+    from dblog.config import load_config
+
+    info = gen.ensure_night("rdb", 20, cache=tmp_path, log=lambda *a: None)
+    root = Path(info["root"])
+    cfg = root / "sources.yaml"
+    good = cfg.read_text()
+    cfg.write_text(good.replace(str(gen.REPO), "/gone/worktree"))
+    with pytest.raises(Exception, match="file not found"):
+        load_config(cfg)
+    again = gen.ensure_night("rdb", 20, cache=tmp_path, log=lambda *a: None)
+    assert again["root"] == str(root) and cfg.read_text() == good
+    assert load_config(cfg).source(info["source"]).catalog()
