@@ -95,3 +95,44 @@ def test_split_target_follows_the_cores(monkeypatch):
     assert D.split_target(0, 0) == 4 * mib
     monkeypatch.setenv(D.SPLIT_ENV, str(3 * mib))             # set by hand: as set
     assert D.split_target(100 * mib, 8) == 3 * mib
+
+
+def test_events_are_one_file_per_unit_written_by_the_workers_and_a_rerun_replaces_them(spark, night):
+    """The workers write the events themselves (pyarrow), one file per work unit; Spark,
+    pyarrow and DuckDB read the folder alike; the stage run again replaces its files."""
+    import duckdb
+
+    cfg, root = night
+    run = stage_night("2026-11-01", str(cfg), str(root.root), run_id="files")
+    manifest = load_manifest(run)
+    units = D.work_units(manifest, D.plan_ranges(spark, manifest))
+    D.decode_stage(spark, manifest, run)
+    events = Path(run) / D.EVENTS_DIR
+    names = sorted(p.name for p in events.iterdir())
+    assert names == [f"part-{i:05d}.parquet" for i in range(len(units))]   # nothing hidden left
+    first = _events(Path(run))
+    n = spark.read.schema(D.spark_event_schema()).parquet(str(events)).count()
+    dn = duckdb.sql(f"select count(*) from read_parquet('{events}/*.parquet')").fetchone()[0]
+    assert n == dn == len(first) > 0
+    D.decode_stage(spark, manifest, run)
+    assert sorted(p.name for p in events.iterdir()) == names and _events(Path(run)) == first
+
+
+def test_a_unit_that_fails_while_writing_leaves_no_file(tmp_path, monkeypatch):
+    """A write that dies half-way (disk full, a killed task) leaves neither the file nor its
+    hidden temporary: a retry writes it whole, a reader never sees half of it."""
+    from decoders.events import EventSink
+
+    def half(unit):
+        sink = EventSink("s", "rdb", "a.rbr")
+        sink.add("skip", 0, 0, n_bytes=1)
+        yield from sink.batches()
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(D, "decode_unit", half)
+    with pytest.raises(OSError, match="No space"):
+        D.write_unit(3, {}, str(tmp_path))
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.setattr(D, "decode_unit", lambda unit: iter(()))
+    assert D.write_unit(3, {}, str(tmp_path))[:2] == ("part-00003.parquet", 0)
+    assert [p.name for p in tmp_path.iterdir()] == ["part-00003.parquet"]
