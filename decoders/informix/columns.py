@@ -353,6 +353,13 @@ def _matches(array: pa.Array, rows: np.ndarray, pattern: str) -> np.ndarray:
 _ADDR_WORD = F.U64(int.from_bytes(b"addr", "little"))
 
 
+def _has_cr(data, buf: np.ndarray) -> bool:
+    """Whether the text holds a carriage return (``bytes.find``: memchr, no mask)."""
+    if isinstance(data, (bytes, bytearray)):
+        return data.find(b"\r") >= 0
+    return bool((buf == 0x0D).any())
+
+
 class Text:
     """The lines of one onlog text, classified: blank, dump, header, record, and indented
     lines that are none of those (``LINE_INDENTED``: quarantined, never dropped)."""
@@ -361,15 +368,25 @@ class Text:
         buf = self.buf = as_uint8(data)
         n = self.size = len(buf)
         nl = np.flatnonzero(buf == 0x0A)
-        starts = np.concatenate(([0], nl + 1)).astype(np.int64)
-        ends = np.concatenate((nl, [n])).astype(np.int64)
-        if n == 0 or buf[-1] == 0x0A:       # no unterminated last line
-            starts, ends = starts[:-1], ends[:-1]
-        self.complete = np.ones(len(starts), dtype=bool)
-        if len(starts) and buf[-1] != 0x0A:
+        k = len(nl)
+        m = k if n == 0 or buf[-1] == 0x0A else k + 1      # an unterminated last line counts
+        starts = np.empty(m, np.int64)
+        ends = np.empty(m, np.int64)
+        if m:
+            starts[0] = 0
+            np.add(nl[:m - 1], 1, out=starts[1:])
+            ends[:k] = nl
+            if m > k:
+                ends[k] = n
+        self.complete = np.ones(m, dtype=bool)
+        if m > k:
             self.complete[-1] = False
-        if n:
-            ends = ends - ((ends > starts) & (buf[np.maximum(ends - 1, 0)] == 0x0D))
+        # a \r before the line end is cut (looked for only where the text holds one)
+        self.cr = False                  # some line had its \r cut
+        if m and _has_cr(data, buf):
+            cut = (ends > starts) & (buf[np.maximum(ends - 1, 0)] == 0x0D)
+            self.cr = bool(cut.any())
+            ends = ends - cut
         self.starts, self.ends = starts, ends
         self.n_lines = m = len(starts)
         self.array = _lines_array(data if isinstance(data, (bytes, bytearray)) else buf.tobytes(),

@@ -1036,6 +1036,9 @@ class _RecordsMode:
         t = self.text
         lines = self.recs.lines[fi]
         kinds = t.kind
+        fast = self._raw_simple(fi, lines, keep)
+        if fast is not None:
+            return fast
         # the unit: the record line and the dump lines up to the next record, header or
         # indented line; its raw bytes end with its last dump line
         follow = np.append(np.flatnonzero((kinds == COL.LINE_RECORD) | (kinds == COL.LINE_HEADER)
@@ -1063,6 +1066,37 @@ class _RecordsMode:
             out = pc.if_else(pa.array(idx >= 0),
                              pc.take(patch, pa.array(np.maximum(idx, 0))), out)
         return out
+
+    def _raw_simple(self, fi: np.ndarray, lines: np.ndarray, keep: np.ndarray) -> pa.Array | None:
+        """``raw`` for a text without a cut \\r whose blank lines all stand alone right before
+        a header line (how ``onlog`` and the synth print it): then the lines between a record
+        line and the next record or header line are its dump lines and at most one blank
+        line before the header, and the unit's bytes run from its line's start to the end of
+        the last of them. None: another shape (the general way)."""
+        t = self.text
+        kinds = t.kind
+        if t.cr or not len(lines):
+            return None
+        blank = np.flatnonzero(kinds == COL.LINE_BLANK)
+        if len(blank):
+            if blank[-1] + 1 >= t.n_lines or blank[0] == 0:
+                return None
+            if not ((kinds[blank + 1] == COL.LINE_HEADER).all()
+                    and (kinds[blank - 1] != COL.LINE_BLANK).all()):
+                return None
+        heads = np.flatnonzero(kinds == COL.LINE_HEADER)
+        every = self.recs.lines                   # record lines (and indented lines)
+        nxt_rec = np.append(every[1:], t.n_lines)[fi]
+        if len(heads):
+            h = np.append(heads, t.n_lines)
+            next_unit = np.minimum(nxt_rec, h[np.searchsorted(heads, lines, side="right")])
+        else:
+            next_unit = nxt_rec
+        last = next_unit - 1
+        last = last - (kinds[last] == COL.LINE_BLANK)      # the blank before a header
+        start = t.starts[lines]
+        end = np.minimum(t.ends[last], start + RAW_HEX_LIMIT)
+        return COL.substrings_binary(t.buf, start, np.where(keep, end, start), keep)
 
     def values(self, rec: Record) -> dict:
         """Kind and values of a record that reads (as inside a transaction)."""
