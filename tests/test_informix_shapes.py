@@ -72,3 +72,14 @@ def test_text_lines_and_carriage_returns():
             if parts else t.n_lines == 0
         assert t.cr == any(w != p for w, p in zip(want, parts)), data
         assert np.array_equal(t.starts, np.cumsum([0] + [len(p) + 1 for p in parts])[:-1])
+
+
+def test_positions_every_nibble():
+    """``positions``' SWAR hex (upper case) against ``%08X`` on edge and random values."""
+    rng = np.random.default_rng(0)
+    edge = [0, 1, 9, 10, 15, 16, 0x99999999, 0xAAAAAAAA, 0x9A9A9A9A, 0xFFFFFFFF, 0x80000000]
+    nib = [d << (4 * k) for k in range(8) for d in range(16)]
+    values = np.array(edge + nib + rng.integers(0, 1 << 32, 5000).tolist(), dtype=np.uint64)
+    for uniqid in (0, 7, 0xABCDEF01):
+        got = COL.positions(uniqid, values).to_pylist()
+        assert got == ["%08X%08X" % (uniqid, v) for v in values.tolist()]

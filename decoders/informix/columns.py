@@ -215,15 +215,29 @@ _HEX_UPPER_PAIRS = np.frombuffer(b"".join(b"%02X" % i for i in range(256)),
                                  dtype=np.uint8).reshape(256, 2)
 
 
+def hex8_words(v: np.ndarray) -> np.ndarray:
+    """The 8 upper-case hex digits of every 32-bit value as one little-endian 64-bit word
+    (its bytes in print order), by SWAR: the nibbles spread to one a byte, most significant
+    in the lowest byte, then 0-9 -> '0'-'9' and 10-15 -> 'A'-'F' with one carry per byte."""
+    x = np.asarray(v, np.uint64) & np.uint64(0xFFFFFFFF)
+    # nibble k (from the top) to byte k: spread 32 bits to 64, one nibble a byte
+    x = ((x & np.uint64(0xFFFF0000)) >> np.uint64(16)) | ((x & np.uint64(0xFFFF)) << np.uint64(32))
+    x = ((x & np.uint64(0x0000FF000000FF00)) >> np.uint64(8)) \
+        | ((x & np.uint64(0x000000FF000000FF)) << np.uint64(16))
+    x = ((x & np.uint64(0x00F000F000F000F0)) >> np.uint64(4)) \
+        | ((x & np.uint64(0x000F000F000F000F)) << np.uint64(8))
+    letter = ((x + np.uint64(0x0606060606060606)) >> np.uint64(4)) & np.uint64(0x0101010101010101)
+    return x + np.uint64(0x3030303030303030) + letter * np.uint64(7)
+
+
 def positions(uniqid: int, addr: np.ndarray) -> pa.Array:
     """``<uniqid><addr>`` as 8 + 8 upper-case hex digits for every addr (32 bits)."""
     n = len(addr)
-    out = np.empty((n, 16), dtype=np.uint8)
-    out[:, :8] = np.frombuffer(b"%08X" % uniqid, dtype=np.uint8)
-    raw = np.ascontiguousarray(addr, dtype=">u4").view(np.uint8).reshape(-1, 4)
-    out[:, 8:] = _HEX_UPPER_PAIRS[raw].reshape(n, 8)
+    out = np.empty((n, 2), dtype="<u8")
+    out[:, 0] = np.frombuffer(b"%08X" % uniqid, dtype="<u8")[0]
+    out[:, 1] = hex8_words(addr)
     offsets = np.arange(n + 1, dtype=np.int32) * 16
-    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(out.tobytes()))
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(out))
 
 
 # ----------------------------------------------------------------- record types

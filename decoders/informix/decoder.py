@@ -1192,21 +1192,18 @@ class _RecordsMode:
         change = home | ddl
         if change.any():
             self.changes(fields, fi, tcode, tbl[fi], row[fi], home, ddl)
-        careful = [self.careful_row(i) for i in np.flatnonzero(~fast).tolist()]
+        ci = np.flatnonzero(~fast)
+        careful = [self.careful_row(i) for i in ci.tolist()]
 
         # bytes: every row from its line's start to the next row's line start (the first
-        # row also counts the bytes before it, the last one those after it)
-        line_of = np.concatenate((recs.lines[fi],
-                                  np.array([c["offset"] - ctx.line - 1 for c in careful],
-                                           dtype=np.int64)))
-        nbytes = np.zeros(len(line_of), dtype=np.int64)
-        if len(line_of):
-            starts = self.text.starts[line_of]
-            so = np.argsort(starts, kind="stable")
-            ss = starts[so]
+        # row also counts the bytes before it, the last one those after it); the rows are
+        # the records, their lines in increasing order
+        nbytes = np.zeros(n, dtype=np.int64)
+        if n:
+            ss = self.text.starts[recs.lines]
             nb = np.append(ss[1:], self.text.size) - ss
             nb[0] += ss[0]
-            nbytes[so] = nb
+            nbytes = nb[np.concatenate((fi, ci))]
         m = len(fi)
         kinds = pa.array(_KINDS).take(pa.array(kind))
         offsets = recs.lines[fi] + 1 + ctx.line
