@@ -426,6 +426,7 @@ class Text:
                 kind[rest[~blank & ~head]] = LINE_INDENTED
             # header lines: a first token starting with "addr" (any case) is not hex
             cand = np.flatnonzero(kind == LINE_RECORD)
+            cand = cand[(first[cand] | 0x20) == 0x61]  # "a" or "A" first: read its word
             near = starts[cand] + 8 > n              # too close to the end for a word
             head4 = np.zeros(len(cand), np.uint64)
             if (~near).any():

@@ -1236,9 +1236,12 @@ class _RecordsMode:
         change = home | ddl
         enc = pa.array(tb[change]).dictionary_encode()      # the distinct tables, hashed
         keys = enc.dictionary.to_numpy()
-        tables = [self.catalog.table(format(t, "x")) for t in keys.tolist()]
+        ids = [format(t, "x") for t in keys.tolist()]
+        tables = [self.catalog.table(t) for t in ids]
         code = np.zeros(len(fi), np.int64)
         code[change] = enc.indices.to_numpy()
+        # the id of every change's table: ``format(v, "x")``, rendered once per table
+        fields["table_id"] = _strings(ids, code, change)
         known = change & np.array([t is not None for t in tables], dtype=bool)[code]
         schemas = [t.schema if t else None for t in tables]
         names = [t.name if t else None for t in tables]
@@ -1269,9 +1272,8 @@ class _RecordsMode:
                 names.append(v.get("table_name"))
                 known[j] = True
         fields["op"] = _strings(list(_OPS), np.maximum(op, 0), op >= 0)
-        # the ids as printed (when printed the canonical way), else rendered from the value
-        ch_i, home_i = np.flatnonzero(change), np.flatnonzero(home)
-        fields["table_id"] = _scatter(self.recs.hex_text(L.N_HEADER, fi[ch_i]), ch_i, len(fi))
+        # the row ids as printed (when printed the canonical way), else rendered from the value
+        home_i = np.flatnonzero(home)
         fields["row_id"] = _scatter(self.recs.hex_text(L.N_HEADER + 1, fi[home_i]), home_i,
                                     len(fi))
         fields["schema_name"] = _strings(schemas, code, known)
