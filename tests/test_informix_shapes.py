@@ -83,3 +83,17 @@ def test_positions_every_nibble():
     for uniqid in (0, 7, 0xABCDEF01):
         got = COL.positions(uniqid, values).to_pylist()
         assert got == ["%08X%08X" % (uniqid, v) for v in values.tolist()]
+
+
+def test_short_type_index_hash_against_searchsorted():
+    from decoders.informix import fixed as F
+
+    assert F._TYPE_HASH is not None
+    rng = np.random.default_rng(1)
+    keys = np.concatenate([F._TYPE_KEYS, F._TYPE_KEYS ^ np.uint64(1), F._TYPE_KEYS << np.uint64(8),
+                           rng.integers(0, 1 << 63, 20000, dtype=np.uint64),
+                           np.array([0, 0x2020202020202020, (1 << 64) - 1], np.uint64)])
+    i = np.minimum(np.searchsorted(F._TYPE_KEYS, keys), len(F._TYPE_KEYS) - 1)
+    want = np.where(F._TYPE_KEYS[i] == keys, i, -1)
+    assert np.array_equal(F.short_type_index(keys), want)
+    assert (F.short_type_index(F._TYPE_KEYS) == np.arange(len(F._TYPE_KEYS))).all()
