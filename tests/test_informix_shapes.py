@@ -97,3 +97,20 @@ def test_short_type_index_hash_against_searchsorted():
     want = np.where(F._TYPE_KEYS[i] == keys, i, -1)
     assert np.array_equal(F.short_type_index(keys), want)
     assert (F.short_type_index(F._TYPE_KEYS) == np.arange(len(F._TYPE_KEYS))).all()
+
+
+def test_strings_take_then_scatter():
+    """``decoder._strings`` (valid rows taken, then placed) against a plain Python reference:
+    some, all and no rows valid, values with a null, indices out of range where not valid."""
+    from decoders.informix import decoder as D
+
+    rng = np.random.default_rng(2)
+    for values in (["c", "d", "u"], ["wms", None, "inventory", ""], []):
+        for p in (0.0, 0.3, 1.0):
+            n = 50
+            valid = rng.random(n) < p
+            idx = np.where(valid, rng.integers(0, max(len(values), 1), n), -7)
+            if not values:
+                valid[:] = False
+            got = D._strings(values, idx, valid).to_pylist()
+            assert got == [values[i] if v else None for i, v in zip(idx.tolist(), valid.tolist())]

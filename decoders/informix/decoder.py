@@ -678,12 +678,17 @@ _T_COMMIT = COL.TYPE_NAMES.index(L.COMMIT)
 
 
 def _strings(values: pa.Array | list, idx: np.ndarray, valid: np.ndarray) -> pa.Array:
-    """``values[idx]`` where ``valid``, else null."""
+    """``values[idx]`` where ``valid``, else null: the valid rows taken (no index mask), then
+    placed at their rows by new offsets and a validity bitmap (``_scatter``; about half the
+    time of a take with a masked index)."""
     if not isinstance(values, pa.Array):
         values = pa.array(values, type=pa.string())
     if not len(values):
         return pa.nulls(len(idx), pa.string())
-    return pc.take(values, pa.array(np.where(valid, idx, 0), mask=~valid))
+    at = np.flatnonzero(valid)
+    if len(at) == len(idx):
+        return pc.take(values, pa.array(np.asarray(idx, np.int64)))
+    return _scatter(pc.take(values, pa.array(np.asarray(idx, np.int64)[at])), at, len(idx))
 
 
 class _Columnar:
