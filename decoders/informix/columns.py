@@ -215,15 +215,29 @@ _HEX_UPPER_PAIRS = np.frombuffer(b"".join(b"%02X" % i for i in range(256)),
                                  dtype=np.uint8).reshape(256, 2)
 
 
+def hex8_words(v: np.ndarray) -> np.ndarray:
+    """The 8 upper-case hex digits of every 32-bit value as one little-endian 64-bit word
+    (its bytes in print order), by SWAR: the nibbles spread to one a byte, most significant
+    in the lowest byte, then 0-9 -> '0'-'9' and 10-15 -> 'A'-'F' with one carry per byte."""
+    x = np.asarray(v, np.uint64) & np.uint64(0xFFFFFFFF)
+    # nibble k (from the top) to byte k: spread 32 bits to 64, one nibble a byte
+    x = ((x & np.uint64(0xFFFF0000)) >> np.uint64(16)) | ((x & np.uint64(0xFFFF)) << np.uint64(32))
+    x = ((x & np.uint64(0x0000FF000000FF00)) >> np.uint64(8)) \
+        | ((x & np.uint64(0x000000FF000000FF)) << np.uint64(16))
+    x = ((x & np.uint64(0x00F000F000F000F0)) >> np.uint64(4)) \
+        | ((x & np.uint64(0x000F000F000F000F)) << np.uint64(8))
+    letter = ((x + np.uint64(0x0606060606060606)) >> np.uint64(4)) & np.uint64(0x0101010101010101)
+    return x + np.uint64(0x3030303030303030) + letter * np.uint64(7)
+
+
 def positions(uniqid: int, addr: np.ndarray) -> pa.Array:
     """``<uniqid><addr>`` as 8 + 8 upper-case hex digits for every addr (32 bits)."""
     n = len(addr)
-    out = np.empty((n, 16), dtype=np.uint8)
-    out[:, :8] = np.frombuffer(b"%08X" % uniqid, dtype=np.uint8)
-    raw = np.ascontiguousarray(addr, dtype=">u4").view(np.uint8).reshape(-1, 4)
-    out[:, 8:] = _HEX_UPPER_PAIRS[raw].reshape(n, 8)
+    out = np.empty((n, 2), dtype="<u8")
+    out[:, 0] = np.frombuffer(b"%08X" % uniqid, dtype="<u8")[0]
+    out[:, 1] = hex8_words(addr)
     offsets = np.arange(n + 1, dtype=np.int32) * 16
-    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(out.tobytes()))
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(out))
 
 
 # ----------------------------------------------------------------- record types
@@ -353,6 +367,13 @@ def _matches(array: pa.Array, rows: np.ndarray, pattern: str) -> np.ndarray:
 _ADDR_WORD = F.U64(int.from_bytes(b"addr", "little"))
 
 
+def _has_cr(data, buf: np.ndarray) -> bool:
+    """Whether the text holds a carriage return (``bytes.find``: memchr, no mask)."""
+    if isinstance(data, (bytes, bytearray)):
+        return data.find(b"\r") >= 0
+    return bool((buf == 0x0D).any())
+
+
 class Text:
     """The lines of one onlog text, classified: blank, dump, header, record, and indented
     lines that are none of those (``LINE_INDENTED``: quarantined, never dropped)."""
@@ -361,15 +382,25 @@ class Text:
         buf = self.buf = as_uint8(data)
         n = self.size = len(buf)
         nl = np.flatnonzero(buf == 0x0A)
-        starts = np.concatenate(([0], nl + 1)).astype(np.int64)
-        ends = np.concatenate((nl, [n])).astype(np.int64)
-        if n == 0 or buf[-1] == 0x0A:       # no unterminated last line
-            starts, ends = starts[:-1], ends[:-1]
-        self.complete = np.ones(len(starts), dtype=bool)
-        if len(starts) and buf[-1] != 0x0A:
+        k = len(nl)
+        m = k if n == 0 or buf[-1] == 0x0A else k + 1      # an unterminated last line counts
+        starts = np.empty(m, np.int64)
+        ends = np.empty(m, np.int64)
+        if m:
+            starts[0] = 0
+            np.add(nl[:m - 1], 1, out=starts[1:])
+            ends[:k] = nl
+            if m > k:
+                ends[k] = n
+        self.complete = np.ones(m, dtype=bool)
+        if m > k:
             self.complete[-1] = False
-        if n:
-            ends = ends - ((ends > starts) & (buf[np.maximum(ends - 1, 0)] == 0x0D))
+        # a \r before the line end is cut (looked for only where the text holds one)
+        self.cr = False                  # some line had its \r cut
+        if m and _has_cr(data, buf):
+            cut = (ends > starts) & (buf[np.maximum(ends - 1, 0)] == 0x0D)
+            self.cr = bool(cut.any())
+            ends = ends - cut
         self.starts, self.ends = starts, ends
         self.n_lines = m = len(starts)
         self.array = _lines_array(data if isinstance(data, (bytes, bytearray)) else buf.tobytes(),
@@ -395,6 +426,7 @@ class Text:
                 kind[rest[~blank & ~head]] = LINE_INDENTED
             # header lines: a first token starting with "addr" (any case) is not hex
             cand = np.flatnonzero(kind == LINE_RECORD)
+            cand = cand[(first[cand] | 0x20) == 0x61]  # "a" or "A" first: read its word
             near = starts[cand] + 8 > n              # too close to the end for a word
             head4 = np.zeros(len(cand), np.uint64)
             if (~near).any():

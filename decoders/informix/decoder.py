@@ -678,12 +678,17 @@ _T_COMMIT = COL.TYPE_NAMES.index(L.COMMIT)
 
 
 def _strings(values: pa.Array | list, idx: np.ndarray, valid: np.ndarray) -> pa.Array:
-    """``values[idx]`` where ``valid``, else null."""
+    """``values[idx]`` where ``valid``, else null: the valid rows taken (no index mask), then
+    placed at their rows by new offsets and a validity bitmap (``_scatter``; about half the
+    time of a take with a masked index)."""
     if not isinstance(values, pa.Array):
         values = pa.array(values, type=pa.string())
     if not len(values):
         return pa.nulls(len(idx), pa.string())
-    return pc.take(values, pa.array(np.where(valid, idx, 0), mask=~valid))
+    at = np.flatnonzero(valid)
+    if len(at) == len(idx):
+        return pc.take(values, pa.array(np.asarray(idx, np.int64)))
+    return _scatter(pc.take(values, pa.array(np.asarray(idx, np.int64)[at])), at, len(idx))
 
 
 class _Columnar:
@@ -1036,6 +1041,9 @@ class _RecordsMode:
         t = self.text
         lines = self.recs.lines[fi]
         kinds = t.kind
+        fast = self._raw_simple(fi, lines, keep)
+        if fast is not None:
+            return fast
         # the unit: the record line and the dump lines up to the next record, header or
         # indented line; its raw bytes end with its last dump line
         follow = np.append(np.flatnonzero((kinds == COL.LINE_RECORD) | (kinds == COL.LINE_HEADER)
@@ -1063,6 +1071,37 @@ class _RecordsMode:
             out = pc.if_else(pa.array(idx >= 0),
                              pc.take(patch, pa.array(np.maximum(idx, 0))), out)
         return out
+
+    def _raw_simple(self, fi: np.ndarray, lines: np.ndarray, keep: np.ndarray) -> pa.Array | None:
+        """``raw`` for a text without a cut \\r whose blank lines all stand alone right before
+        a header line (how ``onlog`` and the synth print it): then the lines between a record
+        line and the next record or header line are its dump lines and at most one blank
+        line before the header, and the unit's bytes run from its line's start to the end of
+        the last of them. None: another shape (the general way)."""
+        t = self.text
+        kinds = t.kind
+        if t.cr or not len(lines):
+            return None
+        blank = np.flatnonzero(kinds == COL.LINE_BLANK)
+        if len(blank):
+            if blank[-1] + 1 >= t.n_lines or blank[0] == 0:
+                return None
+            if not ((kinds[blank + 1] == COL.LINE_HEADER).all()
+                    and (kinds[blank - 1] != COL.LINE_BLANK).all()):
+                return None
+        heads = np.flatnonzero(kinds == COL.LINE_HEADER)
+        every = self.recs.lines                   # record lines (and indented lines)
+        nxt_rec = np.append(every[1:], t.n_lines)[fi]
+        if len(heads):
+            h = np.append(heads, t.n_lines)
+            next_unit = np.minimum(nxt_rec, h[np.searchsorted(heads, lines, side="right")])
+        else:
+            next_unit = nxt_rec
+        last = next_unit - 1
+        last = last - (kinds[last] == COL.LINE_BLANK)      # the blank before a header
+        start = t.starts[lines]
+        end = np.minimum(t.ends[last], start + RAW_HEX_LIMIT)
+        return COL.substrings_binary(t.buf, start, np.where(keep, end, start), keep)
 
     def values(self, rec: Record) -> dict:
         """Kind and values of a record that reads (as inside a transaction)."""
@@ -1158,21 +1197,18 @@ class _RecordsMode:
         change = home | ddl
         if change.any():
             self.changes(fields, fi, tcode, tbl[fi], row[fi], home, ddl)
-        careful = [self.careful_row(i) for i in np.flatnonzero(~fast).tolist()]
+        ci = np.flatnonzero(~fast)
+        careful = [self.careful_row(i) for i in ci.tolist()]
 
         # bytes: every row from its line's start to the next row's line start (the first
-        # row also counts the bytes before it, the last one those after it)
-        line_of = np.concatenate((recs.lines[fi],
-                                  np.array([c["offset"] - ctx.line - 1 for c in careful],
-                                           dtype=np.int64)))
-        nbytes = np.zeros(len(line_of), dtype=np.int64)
-        if len(line_of):
-            starts = self.text.starts[line_of]
-            so = np.argsort(starts, kind="stable")
-            ss = starts[so]
+        # row also counts the bytes before it, the last one those after it); the rows are
+        # the records, their lines in increasing order
+        nbytes = np.zeros(n, dtype=np.int64)
+        if n:
+            ss = self.text.starts[recs.lines]
             nb = np.append(ss[1:], self.text.size) - ss
             nb[0] += ss[0]
-            nbytes[so] = nb
+            nbytes = nb[np.concatenate((fi, ci))]
         m = len(fi)
         kinds = pa.array(_KINDS).take(pa.array(kind))
         offsets = recs.lines[fi] + 1 + ctx.line
@@ -1205,9 +1241,12 @@ class _RecordsMode:
         change = home | ddl
         enc = pa.array(tb[change]).dictionary_encode()      # the distinct tables, hashed
         keys = enc.dictionary.to_numpy()
-        tables = [self.catalog.table(format(t, "x")) for t in keys.tolist()]
+        ids = [format(t, "x") for t in keys.tolist()]
+        tables = [self.catalog.table(t) for t in ids]
         code = np.zeros(len(fi), np.int64)
         code[change] = enc.indices.to_numpy()
+        # the id of every change's table: ``format(v, "x")``, rendered once per table
+        fields["table_id"] = _strings(ids, code, change)
         known = change & np.array([t is not None for t in tables], dtype=bool)[code]
         schemas = [t.schema if t else None for t in tables]
         names = [t.name if t else None for t in tables]
@@ -1238,9 +1277,8 @@ class _RecordsMode:
                 names.append(v.get("table_name"))
                 known[j] = True
         fields["op"] = _strings(list(_OPS), np.maximum(op, 0), op >= 0)
-        # the ids as printed (when printed the canonical way), else rendered from the value
-        ch_i, home_i = np.flatnonzero(change), np.flatnonzero(home)
-        fields["table_id"] = _scatter(self.recs.hex_text(L.N_HEADER, fi[ch_i]), ch_i, len(fi))
+        # the row ids as printed (when printed the canonical way), else rendered from the value
+        home_i = np.flatnonzero(home)
         fields["row_id"] = _scatter(self.recs.hex_text(L.N_HEADER + 1, fi[home_i]), home_i,
                                     len(fi))
         fields["schema_name"] = _strings(schemas, code, known)

@@ -148,9 +148,35 @@ def type_names_of_keys() -> list[str]:
     return [_TYPE_KEY[int(k)] for k in _TYPE_KEYS]
 
 
+_HASH_BITS = 10                     # 1,024 slots for the ~80 short type names
+
+
+def _perfect_hash(keys: np.ndarray, bits: int = _HASH_BITS) -> tuple[np.uint64, np.ndarray] | None:
+    """A multiplier under which ``(key * mul) >> (64 - bits)`` differs for every key (found
+    by trying odd multipliers from a fixed sequence), and the table from hash to key index
+    (-1: no key). None if none is found (then ``searchsorted``)."""
+    rng = np.random.default_rng(13)
+    shift = U64(64 - bits)
+    for mul in (rng.integers(1, 1 << 62, 2000, dtype=np.uint64) * U64(2) + U64(1)).tolist():
+        h = (keys * U64(mul)) >> shift
+        if len(np.unique(h)) == len(keys):
+            table = np.full(1 << bits, -1, np.int64)
+            table[h.astype(np.int64)] = np.arange(len(keys))
+            return U64(mul), table
+    return None
+
+
+_TYPE_HASH = _perfect_hash(_TYPE_KEYS) if len(_TYPE_KEYS) else None
+
+
 def short_type_index(key: np.ndarray) -> np.ndarray:
-    """Index into ``_TYPE_KEYS`` of every 8-byte blank-padded type word (-1: unknown)."""
+    """Index into ``_TYPE_KEYS`` of every 8-byte blank-padded type word (-1: unknown): one
+    multiply and shift (a perfect hash of the known names), then the name compared."""
     if not len(_TYPE_KEYS):
         return np.full(len(key), -1, np.int64)
+    if _TYPE_HASH is not None:
+        mul, table = _TYPE_HASH
+        i = table[(key * mul) >> U64(64 - _HASH_BITS)]
+        return np.where(_TYPE_KEYS[np.maximum(i, 0)] == key, i, -1)
     i = np.minimum(np.searchsorted(_TYPE_KEYS, key), len(_TYPE_KEYS) - 1)
     return np.where(_TYPE_KEYS[i] == key, i, -1)
