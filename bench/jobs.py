@@ -22,11 +22,22 @@ os.environ.setdefault("TQDM_DISABLE", "1")
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 
+def _catalog_path(src: dict) -> str:
+    """A cached night's catalog path: as written when the night was generated (absolute, in
+    the checkout that made it), or this checkout's ``include/catalogs/<file>`` when that
+    checkout (e.g. a removed worktree) is gone."""
+    path = Path(src["catalog"])
+    if path.exists():
+        return str(path)
+    here = Path(__file__).resolve().parents[1] / "include" / "catalogs" / path.name
+    return str(here) if here.exists() else str(path)
+
+
 def _source(info: dict) -> dict:
     import yaml
 
     src = yaml.safe_load((Path(info["root"]) / "sources.yaml").read_text())["sources"][0]
-    src["catalog"] = json.loads(Path(src["catalog"]).read_text())
+    src["catalog"] = json.loads(Path(_catalog_path(src)).read_text())
     return src
 
 
@@ -196,6 +207,7 @@ def _combined_root(work: Path, nights: list[dict], tag: str) -> tuple[Path, Path
     sources = []
     for info in nights:
         src = yaml.safe_load((Path(info["root"]) / "sources.yaml").read_text())["sources"][0]
+        src["catalog"] = _catalog_path(src)
         sources.append(src)
         land = Path(info["root"]) / "landing" / info["source"] / info["date"]
         target = root / "landing" / info["source"] / info["date"]
