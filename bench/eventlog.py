@@ -2,12 +2,18 @@
 
     DBLOG_SPARK_EVENT_LOG=/tmp/ev dblog run --date D --data-root R
     python -m bench.eventlog /tmp/ev            # the latest event log in the folder
+    python -m bench.eventlog /tmp/ev --stages   # and, under each query, its stages
 
 Prints one line per SQL query (execution) in submission order: when it started (seconds
 after the first), its wall seconds, its Spark jobs and tasks, the tasks' summed run time
 and JVM CPU time, and what submitted it; then the totals. A query of many jobs is a query
 of many adaptive stages (each shuffle is one); a task run time far above its CPU time is
 time in Python workers or waiting for a core.
+
+With ``--stages`` each query is followed by its stages (one line each: tasks, run and CPU
+seconds, GC seconds, and the operators' summed metrics that say where the time went: sort,
+aggregation build, scan, shuffle write time and bytes, spill), to tell which operator of a
+query costs what.
 """
 
 from __future__ import annotations
@@ -26,11 +32,38 @@ def latest_log(folder: Path) -> Path:
     return max(logs, key=lambda p: p.stat().st_mtime)
 
 
+# operator metrics shown per stage (``--stages``): event-log name -> (label, unit)
+STAGE_METRICS = {
+    "sort time": ("sort", "ms"), "time in aggregation build": ("agg", "ms"),
+    "scan time": ("scan", "ms"), "shuffle write time": ("shw", "ns"),
+    "shuffle bytes written": ("shMB", "B"), "spill size": ("spillMB", "B"),
+    "time to build hash map": ("hashbuild", "ms"), "task commit time": ("commit", "ms"),
+    "number of output rows": None,
+}
+
+
+def _stage_metrics(accumulables: list) -> dict:
+    out: dict[str, float] = {}
+    for a in accumulables or []:
+        spec = STAGE_METRICS.get(a.get("Name"))
+        if spec is None:
+            continue
+        label, unit = spec
+        try:
+            v = float(a.get("Value") or 0)
+        except (TypeError, ValueError):
+            continue
+        out[label] = out.get(label, 0.0) + (v / 1e9 if unit == "ns" else v / 1e3 if unit == "ms"
+                                            else v / 1e6)
+    return out
+
+
 def summarize(path: Path) -> list[dict]:
     queries: dict[int, dict] = {}
     job_query: dict[int, int] = {}
     stage_job: dict[int, int] = {}
     tasks: dict[int, list] = defaultdict(lambda: [0, 0, 0.0])
+    stages: dict[int, dict] = {}
     with open(path, encoding="utf-8") as fh:
         for line in fh:
             e = json.loads(line)
@@ -56,15 +89,31 @@ def summarize(path: Path) -> list[dict]:
                 t[0] += 1
                 t[1] += m.get("Executor Run Time", 0)
                 t[2] += m.get("Executor CPU Time", 0) / 1e6
+                st = stages.setdefault(e["Stage ID"], {"id": e["Stage ID"], "query": q, "tasks": 0,
+                                                       "run_s": 0.0, "cpu_s": 0.0, "gc_s": 0.0})
+                st["tasks"] += 1
+                st["run_s"] += m.get("Executor Run Time", 0) / 1000
+                st["cpu_s"] += m.get("Executor CPU Time", 0) / 1e9
+                st["gc_s"] += m.get("JVM GC Time", 0) / 1000
+            elif kind == "SparkListenerStageCompleted":
+                info = e.get("Stage Info", {})
+                st = stages.setdefault(info.get("Stage ID"), {
+                    "id": info.get("Stage ID"), "query": job_query.get(stage_job.get(info.get("Stage ID")), -1),
+                    "tasks": 0, "run_s": 0.0, "cpu_s": 0.0, "gc_s": 0.0})
+                st["metrics"] = _stage_metrics(info.get("Accumulables"))
     out = []
     for q in sorted(queries.values(), key=lambda q: q["start"]):
         n, run_ms, cpu_ms = tasks.get(q["id"], [0, 0, 0.0])
-        out.append({**q, "tasks": n, "run_s": run_ms / 1000, "cpu_s": cpu_ms / 1000})
+        out.append({**q, "tasks": n, "run_s": run_ms / 1000, "cpu_s": cpu_ms / 1000,
+                    "stages": sorted((s for s in stages.values() if s["query"] == q["id"]
+                                      and s["tasks"]), key=lambda s: s["id"])})
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    show_stages = "--stages" in argv
+    argv = [a for a in argv if a != "--stages"]
     if len(argv) != 1:
         print(__doc__)
         return 2
@@ -79,6 +128,11 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         print(f"{(r['start'] - t0) / 1000:7.1f} {(r['end'] - r['start']) / 1000:7.2f} {r['jobs']:5d} "
               f"{r['tasks']:6d} {r['run_s']:7.1f} {r['cpu_s']:6.1f}  {r['what'][:70]}")
+        if show_stages:
+            for st in r["stages"]:
+                extra = " ".join(f"{k} {v:.1f}" for k, v in sorted(st.get("metrics", {}).items()) if v)
+                print(f"{'':21}stage {st['id']:4d} {st['tasks']:6d} {st['run_s']:7.1f} {st['cpu_s']:6.1f}"
+                      f"  gc {st['gc_s']:.1f} {extra}")
     print(f"{len(rows)} queries, {sum(r['jobs'] for r in rows)} jobs, {sum(r['tasks'] for r in rows)} "
           f"tasks, {(rows[-1]['end'] - t0) / 1000:.1f} s from the first query to the last's end")
     return 0

@@ -6,13 +6,15 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 
-def write_parquet(df, path: str, partition_by: tuple[str, ...] = ()) -> Callable[[], None]:
-    """A deferred ``overwrite`` Parquet write (run it with ``run_concurrently``)."""
+def write_parquet(df, path: str, partition_by: tuple[str, ...] = (),
+                  options: dict[str, str] | None = None) -> Callable[[], None]:
+    """A deferred ``overwrite`` Parquet write (run it with ``run_concurrently``); ``options``:
+    writer options (e.g. ``parquet_options`` of ``dblog.ordering.schema``)."""
     def run() -> None:
         sc = df.sparkSession.sparkContext
         sc.setJobDescription(f"write {'/'.join(path.rstrip('/').split('/')[-2:])}")  # this thread's jobs
         try:
-            writer = df.write.mode("overwrite")
+            writer = df.write.mode("overwrite").options(**(options or {}))
             if partition_by:
                 writer = writer.partitionBy(*partition_by)
             writer.parquet(path)

@@ -56,6 +56,9 @@ def test_eventlog_summary_per_query(tmp_path):
          "Stage Infos": [{"Stage ID": 2}]},
         *[{"Event": "SparkListenerTaskEnd", "Stage ID": s,
            "Task Metrics": {"Executor Run Time": 500, "Executor CPU Time": 2e8}} for s in (0, 1, 2)],
+        {"Event": "SparkListenerStageCompleted", "Stage Info": {"Stage ID": 2, "Accumulables": [
+            {"Name": "sort time", "Value": "1500"}, {"Name": "shuffle write time", "Value": "2000000000"},
+            {"Name": "internal.metrics.executorRunTime", "Value": "500"}]}},
         {"Event": "org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionEnd",
          "executionId": 0, "time": 3500},
         {"Event": "org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionStart",
@@ -68,6 +71,11 @@ def test_eventlog_summary_per_query(tmp_path):
     assert rows[0]["end"] - rows[0]["start"] == 2500 and rows[0]["run_s"] == 1.5
     assert abs(rows[0]["cpu_s"] - 0.6) < 1e-9
     assert main([str(tmp_path)]) == 0
+    # --stages: each query's stages with the operators' metrics (ms and ns in seconds)
+    stages = rows[0]["stages"]
+    assert [(st["id"], st["tasks"]) for st in stages] == [(0, 1), (1, 1), (2, 1)]
+    assert stages[2]["metrics"] == {"sort": 1.5, "shw": 2.0} and abs(stages[2]["cpu_s"] - 0.2) < 1e-9
+    assert main([str(tmp_path), "--stages"]) == 0
 
 
 def test_a_cached_night_points_at_this_checkouts_catalog(tmp_path):

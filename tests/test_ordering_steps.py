@@ -516,3 +516,30 @@ def test_format_hooks_replace_only_their_formats_rows(spark):
         apply_hooks(ev, {"informix": lambda df: df.drop("trx_id")})
     assert format_hooks(["soliddb", "rdb"]) == {}
 
+
+
+def test_outputs_use_dictionary_encoding_only_for_columns_of_few_values(spark, tmp_path):
+    """``parquet_options``: the ordering's writes reach parquet-mr with dictionary encoding off
+    for wide or unique columns (row images, positions) and on for the few-valued ones; the
+    values read back are the same."""
+    import pyarrow.parquet as pq
+
+    from dblog.ordering.schema import parquet_options
+    from dblog.ordering.stage import _write
+
+    # few distinct images and positions: parquet-mr's default would encode every column
+    # with a dictionary here, so the test fails when the options do not reach it
+    rows = [("s1", "u", f'{{"id": {i % 3}}}', f"{i % 5:040X}") for i in range(200)]
+    df = spark.createDataFrame(rows, "source STRING, op STRING, after STRING, position STRING")
+    assert parquet_options(df.columns) == {"parquet.enable.dictionary": "false",
+                                           "parquet.enable.dictionary#source": "true",
+                                           "parquet.enable.dictionary#op": "true"}
+    _write(df.coalesce(1), str(tmp_path / "out"))
+    (f,) = sorted((tmp_path / "out").glob("*.parquet"))
+    meta = pq.ParquetFile(f).metadata.row_group(0)
+    encodings = {meta.column(i).path_in_schema: set(meta.column(i).encodings)
+                 for i in range(meta.num_columns)}
+    dictionary = {"PLAIN_DICTIONARY", "RLE_DICTIONARY"}
+    assert encodings["source"] & dictionary and encodings["op"] & dictionary, encodings
+    assert not encodings["after"] & dictionary and not encodings["position"] & dictionary, encodings
+    assert sorted(tuple(r.values()) for r in pq.read_table(f).to_pylist()) == sorted(rows)

@@ -42,6 +42,25 @@ AUDIT_DDL = (
     "run_id STRING, format STRING, archive_file STRING, records_read LONG, published LONG, "
     "control LONG, skipped LONG, held_open LONG, quarantined LONG, skipped_by_rule STRING, "
     + AUDIT_EXTRA_DDL + ", source STRING, date STRING")
+# Parquet dictionary encoding only for the columns of few distinct values. For the others
+# (row images, positions, ids, offsets, sequence numbers) parquet-mr hashes every value into
+# a dictionary until the page overflows and falls back to plain: on the 5 x 200k night's
+# changes that was about 40 % of the write's CPU, for files of the same size once zstd has
+# compressed them (docs/BENCHMARK.md, "Ordering ..., seventh session").
+DICTIONARY_COLUMNS = frozenset((
+    "source", "format", "archive_file", "op", "table_id", "schema_name", "table_name", "run_id",
+    "date", "status", "kind", "rule", "flag", "trx_end", "error_class", "user", "bucket",
+    "skipped_by_rule", "seg_total", "n_records"))
+
+
+def parquet_options(columns) -> dict[str, str]:
+    """Writer options for a dataset of these ``columns``: dictionary encoding off but for the
+    ``DICTIONARY_COLUMNS`` among them. The values written are the same; only the encoding
+    inside the files differs."""
+    return {"parquet.enable.dictionary": "false",
+            **{f"parquet.enable.dictionary#{c}": "true" for c in columns if c in DICTIONARY_COLUMNS}}
+
+
 DDL = {"changes": CHANGES_DDL, "transactions": TRANSACTIONS_DDL, "quarantine": QUARANTINE_DDL,
        "audit": AUDIT_DDL}
 

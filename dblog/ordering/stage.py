@@ -36,13 +36,23 @@ from .classify import QUARANTINED, hash_side, published_changes, segment_buckets
 from .hooks import apply_hooks, format_hooks, hooked_rows
 from .quarantine import decoder_quarantine, orphan_quarantine, quarantine, segment_quarantine
 from .schema import (AUDIT, AUDIT_COLUMNS, CHANGE_COLUMNS, CHANGES, QUARANTINE, QUARANTINE_COLUMNS,
-                     STATE, SUMMARY, TRANSACTION_COLUMNS, TRANSACTIONS, WORK)
+                     STATE, SUMMARY, TRANSACTION_COLUMNS, TRANSACTIONS, WORK, parquet_options)
 from .segments import (empty_groups, formats_with_segments, reassemble, reassembled_changes,
                        segment_groups)
 from .state import carry_rows, held_rows
 from .transactions import transactions
 
 OPEN_BROADCAST_MAX = 200_000   # open transactions up to which their keys are broadcast
+
+
+def _write(df, path: str) -> None:
+    """An intermediate dataset (``ordering/...``), dictionary encoding only where it pays."""
+    df.write.mode("overwrite").options(**parquet_options(df.columns)).parquet(path)
+
+
+def _deferred(df, path: Path, partition_by: tuple[str, ...]):
+    """An output's write for ``run_concurrently``, dictionary encoding only where it pays."""
+    return write_parquet(df, str(path), partition_by, parquet_options(df.columns))
 
 
 def read_events(spark, manifest: dict, run_dir: Path):
@@ -72,8 +82,7 @@ def resolve(spark, ev, manifest: dict, work: Path):
         return ev
     path = str(work / "resolved")
     changed = hooked_rows(hooks)
-    apply_hooks(ev.filter(F.col("format").isin(*hooks)), hooks).filter(changed) \
-        .write.mode("overwrite").parquet(path)
+    _write(apply_hooks(ev.filter(F.col("format").isin(*hooks)), hooks).filter(changed), path)
     return ev.filter(~changed).unionByName(spark.read.schema(ev.schema).parquet(path))
 
 
@@ -86,7 +95,7 @@ def write_segments(spark, ev, manifest: dict, work: Path):
         return None
     path = str(work / "segments")
     groups = segment_groups(ev.filter(F.col("kind") == "segment"))
-    reassemble(groups, manifest).write.mode("overwrite").parquet(path)
+    _write(reassemble(groups, manifest), path)
     return spark.read.schema(empty_groups(spark).schema).parquet(path)
 
 
@@ -107,18 +116,17 @@ def write_transactions(spark, ev, groups, work: Path):
     # partitioner's sample, the numbered transactions, the others), and recomputing the
     # transactions and their counts from the events each time cost as much again
     base = str(work / "trx_counts")
-    trx.join(hash_side(counts), ["source", "trx_id"], "left") \
-        .withColumn("event_count", sequence.published_count(
-            F.col("status"), F.col("capture_off"), F.col("n_changes"), F.col("n_compensated"))) \
-        .drop("n_changes", "n_compensated") \
-        .write.mode("overwrite").parquet(base)
+    _write(trx.join(hash_side(counts), ["source", "trx_id"], "left")
+           .withColumn("event_count", sequence.published_count(
+               F.col("status"), F.col("capture_off"), F.col("n_changes"), F.col("n_compensated")))
+           .drop("n_changes", "n_compensated"), base)
     trx = spark.read.parquet(base)
     ranked = sequence.rank_in_partitions(trx.filter(sequence.numbered(trx)))
     rest = trx.filter(~sequence.numbered(trx)) \
         .withColumn("seq_part", F.lit(None).cast("int")) \
         .withColumn("seq_local", F.lit(None).cast("long"))
     path = str(work / "trx")
-    ranked.unionByName(rest).write.mode("overwrite").parquet(path)
+    _write(ranked.unionByName(rest), path)
     return spark.read.parquet(path)
 
 
@@ -186,12 +194,12 @@ def order_stage(spark, manifest: dict, run_dir: Path) -> dict:
     state_dir = run_dir / STATE
     by_night = ("source", "date")
     run_concurrently([
-        write_parquet(out_changes, str(run_dir / CHANGES), by_night),
-        write_parquet(out_trx, str(run_dir / TRANSACTIONS), by_night),
-        write_parquet(out_audit, str(run_dir / AUDIT), by_night),
-        write_parquet(out_q, str(run_dir / QUARANTINE), by_night),
-        write_parquet(held, str(state_dir / HELD_DIR), ("source",)),
-        write_parquet(carry_rows(ev), str(state_dir / CARRY_DIR), ("source",)),
+        _deferred(out_changes, run_dir / CHANGES, by_night),
+        _deferred(out_trx, run_dir / TRANSACTIONS, by_night),
+        _deferred(out_audit, run_dir / AUDIT, by_night),
+        _deferred(out_q, run_dir / QUARANTINE, by_night),
+        _deferred(held, state_dir / HELD_DIR, ("source",)),
+        _deferred(carry_rows(ev), state_dir / CARRY_DIR, ("source",)),
     ])
 
     read.unpersist()
