@@ -140,10 +140,13 @@ def staged_bytes(manifest: dict) -> int:
 
 def _preload_validation() -> None:
     """Import Great Expectations (seconds of imports) in a background thread while the
-    JVM decodes and orders: the validate stage then finds it loaded. Only an import."""
+    JVM starts, decodes and orders: the validate stage then finds it loaded. Only an import.
+    PySpark's modules are imported first, here, so that the two threads never import the
+    same package at once (Great Expectations imports pyspark when it is installed)."""
+    import os
     import threading
 
-    import os
+    import pyspark.sql  # noqa: F401
 
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")   # as dblog.validate sets them
     os.environ.setdefault("TQDM_DISABLE", "1")
