@@ -25,6 +25,7 @@ from .ordering import load_summary, order_stage
 from .paths import DataRoot, new_run_id, safe_run_id
 from .progress import Progress, staged_text
 from .publish import PublishError, publish, tidy
+from .sparkio import StepFailed, side_by_side
 from .stage import load_manifest, stage
 from .tables import tables_stage
 
@@ -33,11 +34,14 @@ log = logging.getLogger("dblog")
 
 class RunFailed(RuntimeError):
     """The run itself failed in ``stage`` (an error such as running out of memory, not a
-    verdict on the data): nothing was published (``dblog run`` exits 3)."""
+    verdict on the data): nothing was published (``dblog run`` exits 3). ``step`` names the
+    step of the stage when the stage runs several side by side (e.g. ``mirror``)."""
 
-    def __init__(self, stage: str, run_dir: Path | None, cause: BaseException) -> None:
-        self.stage, self.run_dir, self.cause = stage, run_dir, cause
-        where = f"in the {stage} stage" + (f" of run {Path(run_dir).name} ({run_dir})" if run_dir else "")
+    def __init__(self, stage: str, run_dir: Path | None, cause: BaseException,
+                 step: str | None = None) -> None:
+        self.stage, self.run_dir, self.cause, self.step = stage, run_dir, cause, step
+        where = f"in the {stage} stage" + (f" ({step} step)" if step else "") \
+            + (f" of run {Path(run_dir).name} ({run_dir})" if run_dir else "")
         super().__init__(f"the run failed {where}: {describe_error(cause)}; nothing was published")
 
 
@@ -99,10 +103,12 @@ def decode_night(spark, run_dir: Path) -> None:
 
 
 def order_night(spark, run_dir: Path) -> dict:
+    """The ordering, then the typed tables and the mirrors side by side (each reads only
+    the ordered changes; ``side_by_side``). A failure of either raises ``StepFailed``."""
     manifest = load_manifest(run_dir)
     summary = order_stage(spark, manifest, run_dir)
-    tables_stage(spark, manifest, run_dir)
-    mirror_stage(spark, manifest, run_dir)
+    side_by_side({"tables": lambda: tables_stage(spark, manifest, run_dir),
+                  "mirror": lambda: mirror_stage(spark, manifest, run_dir)})
     return summary
 
 
@@ -134,10 +140,13 @@ def staged_bytes(manifest: dict) -> int:
 
 def _preload_validation() -> None:
     """Import Great Expectations (seconds of imports) in a background thread while the
-    JVM decodes and orders: the validate stage then finds it loaded. Only an import."""
+    JVM starts, decodes and orders: the validate stage then finds it loaded. Only an import.
+    PySpark's modules are imported first, here, so that the two threads never import the
+    same package at once (Great Expectations imports pyspark when it is installed)."""
+    import os
     import threading
 
-    import os
+    import pyspark.sql  # noqa: F401
 
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")   # as dblog.validate sets them
     os.environ.setdefault("TQDM_DISABLE", "1")
@@ -176,6 +185,8 @@ def run_night(date: str, config: str | None = None, data_root: str | None = None
         progress.end(name, seconds[name], detail)
 
     current, run_dir = "stage", None
+    # Great Expectations' imports (seconds of Python) overlap the JVM's start and the decode
+    _preload_validation()
     try:
         progress.begin("stage")
         run_dir = stage_night(date, config, data_root, sources, run_id, accept_loss)
@@ -184,7 +195,6 @@ def run_night(date: str, config: str | None = None, data_root: str | None = None
         spark = spark or get_session(master or "local[*]", night_bytes=staged_bytes(load_manifest(run_dir)))
         progress.attach_spark(spark)
         lap("stage", staged_text(load_manifest(run_dir)))
-        _preload_validation()
         current = "decode"
         log.info("decoding %s", run_dir)
         progress.begin("decode")
@@ -230,6 +240,10 @@ def run_night(date: str, config: str | None = None, data_root: str | None = None
         lineage.end(published, run_dir, seconds, failures, warnings)
     except ConfigError:
         raise
+    except StepFailed as exc:   # a step of a stage that runs several: named too
+        if isinstance(exc.cause, ConfigError):
+            raise exc.cause from None
+        raise RunFailed(current, run_dir, exc.cause, exc.step) from exc.cause
     except Exception as exc:  # noqa: BLE001 - any failure of the run itself: exit 3, says where
         raise RunFailed(current, run_dir, exc) from exc
     return RunResult(run_dir.name, date, published, result.report, summary, failures,

@@ -81,6 +81,9 @@ def _aggregates(spark, manifest: dict, run_dir: Path) -> dict:
     return out
 
 
+report_aggregates = _aggregates     # the report's numbers from the staged outputs (Spark)
+
+
 def totals(a: dict) -> dict:
     return {k: sum(int(r[k]) for r in a["archives"]) for k in BUCKETS}
 
@@ -696,14 +699,16 @@ def mirror_section(name: str, a: dict) -> str:
 
 def write_report(spark, manifest: dict, run_dir: Path, root: DataRoot, success: bool,
                  failures: list[str], results: list[dict], checks: list | None = None,
-                 metrics: dict | None = None) -> Path:
+                 metrics: dict | None = None, aggregates: dict | None = None) -> Path:
     """``reports/<date>/index.html``, one ``<source>.html`` per source and ``summary.json``.
 
     ``checks``: the history checks' results (``dblog.checks.CheckResult``); ``metrics``:
-    tonight's metric rows per source (else read from the staged ``metrics/``)."""
+    tonight's metric rows per source (else read from the staged ``metrics/``);
+    ``aggregates``: ``report_aggregates`` of the night when already computed (the validate
+    stage computes them beside the check datasets), else computed here."""
     run_dir = Path(run_dir)
     date = manifest["date"]
-    agg = _aggregates(spark, manifest, run_dir)
+    agg = _aggregates(spark, manifest, run_dir) if aggregates is None else aggregates
     from .mirror import load_mirror_summary
 
     mirror_summary = load_mirror_summary(run_dir)

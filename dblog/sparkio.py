@@ -50,3 +50,41 @@ def local_frame(spark, rows: list[tuple], schema):
     table = pa.Table.from_arrays([pa.array(list(c), type=f.type) for c, f in zip(columns, arrow)],
                                  schema=arrow)
     return spark.createDataFrame(table, schema=struct)
+
+
+class StepFailed(RuntimeError):
+    """``step``, one of the steps a stage runs side by side, failed with ``cause``."""
+
+    def __init__(self, step: str, cause: BaseException) -> None:
+        self.step, self.cause = step, cause
+        try:
+            text = str(cause).strip().splitlines()[0][:300]
+        except Exception:  # noqa: BLE001 - a py4j error renders through a JVM that may be gone
+            text = ""
+        super().__init__(f"the {step} step failed: {type(cause).__name__}" + (f": {text}" if text else ""))
+
+
+def side_by_side(steps: dict[str, Callable[[], object]]) -> dict[str, object]:
+    """Run independent steps of a stage side by side (threads of one Spark session: Spark
+    runs the jobs of several threads at once, so the small jobs of one step use the cores
+    that another leaves idle). Returns each step's result. Every step runs to its end; the
+    first failure (in the order given) is raised as ``StepFailed`` naming its step."""
+    if len(steps) <= 1:
+        out = {}
+        for name, fn in steps.items():
+            try:
+                out[name] = fn()
+            except Exception as exc:  # noqa: BLE001
+                raise StepFailed(name, exc) from exc
+        return out
+    with ThreadPoolExecutor(max_workers=len(steps), thread_name_prefix="dblog-step") as pool:
+        futures = {name: pool.submit(fn) for name, fn in steps.items()}
+        out, failed = {}, None
+        for name, fut in futures.items():
+            try:
+                out[name] = fut.result()
+            except Exception as exc:  # noqa: BLE001
+                failed = failed or (name, exc)
+    if failed:
+        raise StepFailed(*failed) from failed[1]
+    return out

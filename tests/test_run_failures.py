@@ -31,6 +31,55 @@ def test_a_failing_stage_exits_3_says_where_and_publishes_nothing(spark, tmp_pat
     assert not (root / "state").exists()
 
 
+def test_a_failing_step_beside_another_fails_the_night_and_is_named(spark, tmp_path, capsys):
+    # the typed tables and the mirrors run side by side after the ordering: the mirror
+    # step failing (its staging folder is a file here, a real I/O error) still fails the
+    # night, names the stage and the step, and publishes nothing
+    config = write_config(tmp_path, [{"name": "pos_solid", "format": "soliddb"}])
+    root = tmp_path / "data"
+    synth(config, root, "2026-11-01", trx=20, seed=3)
+    run_dir = root / "staging" / "broken-mirror"
+    run_dir.mkdir(parents=True)
+    (run_dir / "mirror_prev").write_text("not a directory")
+    capsys.readouterr()
+    assert run(config, root, "2026-11-01", "--run-id", "broken-mirror") == 3
+    err = capsys.readouterr().err
+    assert "the run failed in the order stage (mirror step) of run broken-mirror" in err, err
+    assert "NotADirectoryError" in err and "nothing was published" in err
+    assert not (root / "published").exists()
+    # the step beside it ran to its end (nothing is left half-submitted behind the failure)
+    assert any((run_dir / "tables").rglob("*.parquet"))
+
+
+def test_side_by_side_returns_every_result_and_names_the_failed_step():
+    import threading
+
+    from dblog.sparkio import StepFailed, side_by_side
+
+    started, release = threading.Event(), threading.Event()
+    done = []
+
+    def slow():
+        started.set()
+        assert release.wait(10)
+        done.append("slow")
+        return 1
+
+    def fails():
+        assert started.wait(10)     # both run at once: the slow step is under way
+        release.set()
+        raise OSError("disk full")
+
+    with pytest.raises(StepFailed) as err:
+        side_by_side({"slow": slow, "broken": fails})
+    assert err.value.step == "broken" and isinstance(err.value.cause, OSError)
+    assert "the broken step failed: OSError: disk full" in str(err.value)
+    assert done == ["slow"]                 # the other step ran to its end
+    assert side_by_side({"a": lambda: 1, "b": lambda: "x"}) == {"a": 1, "b": "x"}
+    with pytest.raises(StepFailed, match="the only step failed: ValueError"):
+        side_by_side({"only": lambda: int("x")})
+
+
 def test_out_of_memory_is_named_as_such():
     text = ("An error occurred while calling o412.parquet.\n: org.apache.spark.SparkException: "
             "Job aborted due to stage failure: Task 0 in stage 15.0 failed 1 times, most recent "
