@@ -13,18 +13,25 @@ from .test_pipeline import run, synth
 pytestmark = pytest.mark.spark
 
 
-def test_a_failing_stage_exits_3_says_where_and_publishes_nothing(spark, tmp_path, capsys):
+def _run_with_a_file_in_the_way(tmp_path, capsys, run_id: str, folder: str):
+    """A night whose run dir has a file where a stage writes the folder ``folder``: the
+    Spark write fails (a real I/O error of the run, not a verdict on the data). Returns
+    (exit code, stderr, data root, run dir)."""
     config = write_config(tmp_path, [{"name": "pos_solid", "format": "soliddb"}])
     root = tmp_path / "data"
     synth(config, root, "2026-11-01", trx=20, seed=3)
-    run_dir = root / "staging" / "broken"
+    run_dir = root / "staging" / run_id
     run_dir.mkdir(parents=True)
-    # the ordering stage writes its work datasets under <run_dir>/ordering/: a file there
-    # makes the Spark write fail (a real I/O error of the run, not a verdict on the data)
-    (run_dir / "ordering").write_text("not a directory")
+    (run_dir / folder).write_text("not a directory")
     capsys.readouterr()
-    assert run(config, root, "2026-11-01", "--run-id", "broken") == 3
-    err = capsys.readouterr().err
+    rc = run(config, root, "2026-11-01", "--run-id", run_id)
+    return rc, capsys.readouterr().err, root, run_dir
+
+
+def test_a_failing_stage_exits_3_says_where_and_publishes_nothing(spark, tmp_path, capsys):
+    # the ordering stage writes its work datasets under <run_dir>/ordering/
+    rc, err, root, run_dir = _run_with_a_file_in_the_way(tmp_path, capsys, "broken", "ordering")
+    assert rc == 3
     assert "the run failed in the order stage of run broken" in err, err
     assert str(run_dir) in err and "nothing was published" in err
     assert not (root / "published").exists()
@@ -35,15 +42,9 @@ def test_a_failing_step_beside_another_fails_the_night_and_is_named(spark, tmp_p
     # the typed tables and the mirrors run side by side after the ordering: the mirror
     # step failing (its staging folder is a file here, a real I/O error) still fails the
     # night, names the stage and the step, and publishes nothing
-    config = write_config(tmp_path, [{"name": "pos_solid", "format": "soliddb"}])
-    root = tmp_path / "data"
-    synth(config, root, "2026-11-01", trx=20, seed=3)
-    run_dir = root / "staging" / "broken-mirror"
-    run_dir.mkdir(parents=True)
-    (run_dir / "mirror_prev").write_text("not a directory")
-    capsys.readouterr()
-    assert run(config, root, "2026-11-01", "--run-id", "broken-mirror") == 3
-    err = capsys.readouterr().err
+    rc, err, root, run_dir = _run_with_a_file_in_the_way(tmp_path, capsys, "broken-mirror",
+                                                         "mirror_prev")
+    assert rc == 3
     assert "the run failed in the order stage (mirror step) of run broken-mirror" in err, err
     assert "NotADirectoryError" in err and "nothing was published" in err
     assert not (root / "published").exists()
