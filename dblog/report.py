@@ -58,7 +58,7 @@ def register_section(fn: Callable[[str, dict], str]) -> Callable[[str, dict], st
 
 # ----------------------------------------------------------------- numbers
 
-def _aggregates(spark, manifest: dict, run_dir: Path) -> dict:
+def report_aggregates(spark, manifest: dict, run_dir: Path) -> dict:
     """Per source: the audit per archive, quarantined records by reason, changes per hour."""
     from pyspark.sql import functions as F
 
@@ -79,9 +79,6 @@ def _aggregates(spark, manifest: dict, run_dir: Path) -> dict:
         out[r["source"]]["hours"][r["h"]] = r["count"]
     landing_report.summarize(spark, manifest, Path(run_dir), out)
     return out
-
-
-report_aggregates = _aggregates     # the report's numbers from the staged outputs (Spark)
 
 
 def totals(a: dict) -> dict:
@@ -708,7 +705,7 @@ def write_report(spark, manifest: dict, run_dir: Path, root: DataRoot, success: 
     stage computes them beside the check datasets), else computed here."""
     run_dir = Path(run_dir)
     date = manifest["date"]
-    agg = _aggregates(spark, manifest, run_dir) if aggregates is None else aggregates
+    agg = report_aggregates(spark, manifest, run_dir) if aggregates is None else aggregates
     from .mirror import load_mirror_summary
 
     mirror_summary = load_mirror_summary(run_dir)
