@@ -481,36 +481,49 @@ def apply_night(spark, changes, prev, meta, date: str, keep=None, n_truncates: i
     tl = key_events.join(start.select(*ids, "key", F.lit(True).alias("in_prev")), ids + ["key"], "left") \
         .withColumn("in_prev", F.coalesce("in_prev", F.lit(False)))
     w = Window.partitionBy(*ids, "key").orderBy(cs, es, "sub")
+    whole = w.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
     present_after = F.col("act") == "up"
     prior = F.coalesce(F.lag(present_after).over(w), F.col("in_prev"))
     prev_epoch = F.coalesce(F.lag("epoch").over(w), F.lit(0))
     gap = F.col("epoch") > prev_epoch
     tl = tl.withColumn("present_before", ~gap & prior) \
         .withColumn("gap_t", F.when(gap & prior, prev_epoch + 1)) \
-        .withColumn("tail_t", F.when(F.lead("act").over(w).isNull() & present_after
+        .withColumn("last_event", F.lead("act").over(w).isNull()) \
+        .withColumn("tail_t", F.when(F.col("last_event") & present_after
                                      & (F.col("n_t") > F.col("epoch")), F.col("epoch") + 1)) \
-        .withColumn("names", F.lit(True)) \
         .withColumn("missing_base", F.col("check") & ~F.col("present_before"))
+    # what the key's whole timeline says, from the same window (its events, plus the
+    # truncates that name it: one before an event after an epoch step where the key was
+    # there, ``gap_t``, one after its last event, ``tail_t``): fixed-width values only, so
+    # no aggregation ever buffers the row images (a ``max_by`` of them fell back to a
+    # sort-based aggregation of every key event)
+    tl = tl.withColumn("k_named", F.count(F.lit(1)).over(whole) + F.count("gap_t").over(whole)) \
+        .withColumn("k_first_cs", F.min(cs).over(whole)) \
+        .withColumn("k_gap_first", (F.min("epoch").over(whole) > 0) & F.col("in_prev"))
     tl = keep(tl)
-    cols = [*ids, "key", "commit_seq", "event_seq", "sub", "act", "row", "names", "in_prev"]
-    timeline = tl.select(*cols)
+    last = tl.filter(F.col("last_event"))
+    t_cs = F.lit(None).cast("long")
+    first_cs = F.col("k_first_cs")
     if numbered is not None:
-        # the truncates that named a key: the first after each epoch step where it was there
-        t_names = tl.filter(F.col("gap_t").isNotNull()) \
-            .select(*ids, "key", "in_prev", F.col("gap_t").alias("tnum")) \
-            .unionByName(tl.filter(F.col("tail_t").isNotNull())
-                         .select(*ids, "key", "in_prev", F.col("tail_t").alias("tnum"))) \
-            .join(numbered.select(*ids, "tnum", cs, es), ids + ["tnum"]) \
-            .select(*ids, "key", cs, es, F.lit(0).alias("sub"), F.lit("t").alias("act"),
-                    F.lit(None).cast("string").alias("row"), F.lit(True).alias("names"), "in_prev")
-        timeline = timeline.unionByName(t_names)
-    order = F.struct(cs, es, "sub")
-    per_key = timeline.groupBy(*ids, "key").agg(
-        F.sum(F.col("names").cast("long")).alias("n_changes"),
-        F.min(F.when(F.col("names"), cs)).alias("first_commit_seq"),
-        F.max(F.when(F.col("names"), cs)).alias("last_commit_seq"),
-        F.max_by(F.struct(F.col("act"), F.col("row"), cs.alias("cs")), order).alias("last"),
-        F.first("in_prev").alias("in_prev"))
+        small = n_truncates is not None and n_truncates <= TRUNCATE_BROADCAST_MAX
+        hint = F.broadcast if small else (lambda df: df)
+        # a gap before the key's first event is the table's first truncate, the earliest
+        # naming; the tail's truncate is the latest
+        first_t = hint(numbered.filter(F.col("tnum") == 1).select(*ids, F.col("commit_seq").alias("t1_cs")))
+        tail = hint(numbered.select(*ids, F.col("tnum").alias("tail_t"), F.col("commit_seq").alias("t_cs")))
+        last = last.join(first_t, ids, "left").join(tail, ids + ["tail_t"], "left")
+        t_cs = F.col("t_cs")
+        first_cs = F.when(F.col("k_gap_first"), F.least(first_cs, F.col("t1_cs"))).otherwise(first_cs)
+    by_tail = F.col("tail_t").isNotNull()
+    per_key = last.select(
+        *ids, "key",
+        (F.col("k_named") + by_tail.cast("long")).alias("n_changes"),
+        first_cs.alias("first_commit_seq"),
+        F.when(by_tail, t_cs).otherwise(cs).alias("last_commit_seq"),
+        F.when(by_tail, F.struct(F.lit("t").alias("act"), F.lit(None).cast("string").alias("row"),
+                                 t_cs.alias("cs")))
+        .otherwise(F.struct(F.col("act"), F.col("row"), cs.alias("cs"))).alias("last"),
+        "in_prev")
     per_key = keep(per_key.join(start, ids + ["key"], "left"))
     end_present = F.col("last.act") == "up"
     net_named = per_key.select(
