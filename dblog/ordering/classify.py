@@ -36,11 +36,15 @@ def with_transaction(rows, trx, columns, broadcast: bool = False):
     columns = list(columns)
     types = dict(trx.dtypes)
     rows = rows.drop(*[c for c in columns if c in rows.columns])
+    side = hash_side(trx.select("source", "trx_id", *columns), broadcast)
+    if broadcast:
+        # nothing is shuffled, so the rows without a ``trx_id`` need not be kept apart: they
+        # match no transaction (null keys) and get nulls, as below; half the plan
+        return rows.join(side, ["source", "trx_id"], "left")
     keyed = rows.filter(F.col("trx_id").isNotNull()) \
-        .join(hash_side(trx.select("source", "trx_id", *columns), broadcast), ["source", "trx_id"], "left")
-    unkeyed = rows.filter(F.col("trx_id").isNull())
-    for c in columns:
-        unkeyed = unkeyed.withColumn(c, F.lit(None).cast(types[c]))
+        .join(side, ["source", "trx_id"], "left")
+    unkeyed = rows.filter(F.col("trx_id").isNull()) \
+        .withColumns({c: F.lit(None).cast(types[c]) for c in columns})
     return keyed.unionByName(unkeyed)
 
 
