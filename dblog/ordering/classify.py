@@ -13,14 +13,16 @@ PUBLISHED, HELD, QUARANTINED = "published", "held_open", "quarantined"
 
 
 def hash_side(trx, broadcast: bool = False):
-    """``broadcast``: the caller knows the transactions are few (``TRX_BROADCAST_MAX``);
-    then they are broadcast and the rows are not shuffled at all (on a small night, one job
-    instead of two shuffles per join). Otherwise: ``trx`` (one row per transaction, narrow) as the build side of a shuffled hash join
+    """``trx`` (one row per transaction, narrow) as the build side of a shuffled hash join
     with rows of many per transaction: both sides are shuffled by (source, trx_id) as for a
     sort-merge join, but the rows' side is not sorted (a sort-merge join sorted the night's
     rows by transaction, and the ``event_seq`` window after it sorted the wide rows again).
     A partition of the transactions is held in memory without spilling: one narrow row per
-    transaction, about 7 MB a partition at 10M changes (docs/ARCHITECTURE.md, "Memory")."""
+    transaction, about 7 MB a partition at 10M changes (docs/ARCHITECTURE.md, "Memory").
+
+    ``broadcast``: the caller knows the transactions are few (``stage.TRX_BROADCAST_MAX``):
+    they are broadcast instead, and the rows are not shuffled for the join (on a small
+    night, one job instead of two shuffle stages per join)."""
     from pyspark.sql import functions as F
 
     return F.broadcast(trx) if broadcast else trx.hint("shuffle_hash")
@@ -30,7 +32,8 @@ def with_transaction(rows, trx, columns, broadcast: bool = False):
     """``rows`` plus the given ``columns`` of their transaction (``trx``: one row per
     (source, trx_id)); null for rows without a ``trx_id``. Columns of ``rows`` with the same
     names are replaced. Rows without a ``trx_id`` are kept out of the join (they would all
-    meet in one shuffle partition)."""
+    meet in one shuffle partition), except with ``broadcast`` (``hash_side``), where nothing
+    is shuffled."""
     from pyspark.sql import functions as F
 
     columns = list(columns)
