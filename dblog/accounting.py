@@ -33,11 +33,35 @@ POSITION_KINDS = ("change", "segment", "begin", "commit", "abort", "undo")
 REASON_LIMIT = 1000
 
 
-def _archives_frame(spark, manifest: dict):
-    rows = [(s["name"], s["format"], a["file"], int(a.get("size") or 0), bool(a.get("accept_loss")))
-            for s in manifest["sources"] for a in s["archives"]]
-    return local_frame(spark, rows, "source STRING, format STRING, archive_file STRING, "
-                                       "size LONG, accept_loss BOOLEAN")
+def _archive_facts(manifest: dict) -> dict:
+    """(source, format, archive_file) -> (size, accept_loss) of the night's archives."""
+    return {(s["name"], s["format"], a["file"]): (int(a.get("size") or 0), bool(a.get("accept_loss")))
+            for s in manifest["sources"] for a in s["archives"]}
+
+
+def _fact_columns(manifest: dict):
+    """Columns ``size`` (long) and ``accept_loss`` (boolean) of the row's archive, looked up
+    by (source, format, archive_file) in constant maps of the query (null for an archive
+    the manifest does not list, as the left join with a table of the archives gave), so
+    that the audit needs no job to broadcast that table."""
+    from pyspark.sql import functions as F
+
+    facts = _archive_facts(manifest)
+    if not facts:
+        return F.lit(None).cast("long"), F.lit(None).cast("boolean")
+
+    def nested(i: int, cast: str):
+        tree: dict = {}
+        for (source, fmt, archive), values in facts.items():
+            tree.setdefault(source, {}).setdefault(fmt, {})[archive] = values[i]
+
+        def build(node, depth):
+            if depth == 2:
+                return F.create_map(*[x for k in sorted(node) for x in (F.lit(k), F.lit(node[k]).cast(cast))])
+            return F.create_map(*[x for k in sorted(node) for x in (F.lit(k), build(node[k], depth + 1))])
+        return build(tree, 0)[F.col("source")][F.col("format")][F.col("archive_file")]
+
+    return nested(0, "long"), nested(1, "boolean")
 
 
 def landing_rows(spark, manifest: dict, columns: list[str]):
@@ -74,8 +98,8 @@ def complete_audit(spark, manifest: dict, audit, ev, columns: list[str]):
     lost = new.filter((F.col("kind") == "quarantine") & F.col("error_class").isin(*LOST_CLASSES)) \
         .groupBy("source", "archive_file").agg(F.first("message").alias("lost_reason")) \
         .withColumn("lost", F.lit(True))
-    facts = _archives_frame(spark, manifest)
-    out = audit.join(facts, ["source", "format", "archive_file"], "left") \
+    size, accept_loss = _fact_columns(manifest)
+    out = audit.withColumns({"size": size, "accept_loss": accept_loss}) \
         .join(lost, ["source", "archive_file"], "left") \
         .withColumn("lost", F.coalesce("lost", F.lit(False))) \
         .withColumn("bytes_read", F.coalesce("size", F.lit(0)).cast("long"))

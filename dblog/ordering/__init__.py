@@ -6,7 +6,7 @@
 | segment reassembly | ``segments`` | ``segment_groups``, ``reassemble``, ``reassembled_changes`` |
 | transactions | ``transactions`` | ``transactions`` |
 | classify | ``classify`` | ``classify``, ``segment_buckets``, ``with_transaction`` |
-| sequence | ``sequence`` | ``change_counts``, ``published_count``, ``published_counts``, ``rank_in_partitions``, ``partition_counts``, ``partition_offsets``, ``assign_commit_seq``, ``event_seq`` |
+| sequence | ``sequence`` | ``change_counts``, ``published_count``, ``published_counts``, ``rank_in_partitions``, ``partition_counts``, ``partition_offsets``, ``assign_commit_seq``, ``with_commit_seq``, ``event_seq`` |
 | audit | ``audit`` | ``row_buckets``, ``audit`` |
 | quarantine | ``quarantine`` | ``decoder_quarantine``, ``segment_quarantine``, ``orphan_quarantine``, ``quarantine`` |
 | held state | ``state`` | ``held_rows``, ``carry_rows`` |

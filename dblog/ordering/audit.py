@@ -14,7 +14,7 @@ NARROW = ["source", "format", "archive_file", "n_records", "n_bytes", "from_stat
           "trx_id", "position", "seg_key"]
 
 
-def row_buckets(events, trx, groups=None):
+def row_buckets(events, trx, groups=None, broadcast: bool = False):
     """Every row read tonight (not from state, not ``carry``) -> ``BUCKET_COLUMNS``.
 
     Changes and the other rows meet their transaction in one join; segment pieces (only when
@@ -25,7 +25,7 @@ def row_buckets(events, trx, groups=None):
     rows = events.filter(~F.col("from_state") & ~kind.isin("segment", "carry")) \
         .filter((kind != "change") | (F.col("seg_key").isNull() & (F.col("n_records") > 0))) \
         .select(*NARROW)
-    rows = with_transaction(rows, trx, ["status", "capture_off", "undone"])
+    rows = with_transaction(rows, trx, ["status", "capture_off", "undone"], broadcast)
     bucket = F.when(kind == "change", change_bucket(F.col("trx_id"), F.col("status"),
                                                    F.col("capture_off"), F.col("undone"),
                                                    F.col("position"))) \
@@ -33,7 +33,7 @@ def row_buckets(events, trx, groups=None):
     out = rows.withColumn("bucket", bucket).select(*BUCKET_COLUMNS)
     if groups is not None:
         pieces = events.filter(~F.col("from_state") & (kind == "segment")).select(*NARROW)
-        out = out.unionByName(segment_buckets(pieces, groups, trx).select(*BUCKET_COLUMNS))
+        out = out.unionByName(segment_buckets(pieces, groups, trx, broadcast).select(*BUCKET_COLUMNS))
     return out
 
 
@@ -45,8 +45,17 @@ def audit(buckets, listed):
     archive without any record still gets its row."""
     from pyspark.sql import functions as F
 
+    # every listed archive takes part in the aggregation as a row of no bucket and no
+    # records, marked ``_listed``: the archives without records get their row, and those
+    # not listed are left out, as a left join from ``listed`` would (without its shuffle
+    # and sort of the listed archives: one job less)
     per_bucket = buckets.groupBy("source", "format", "archive_file", "bucket") \
-        .agg(F.sum("n_records").cast("long").alias("n"), F.sum("n_bytes").cast("long").alias("nb"))
+        .agg(F.sum("n_records").cast("long").alias("n"), F.sum("n_bytes").cast("long").alias("nb"),
+             F.lit(0).alias("_listed")) \
+        .unionByName(listed.select("source", "format", "archive_file",
+                                   F.lit(None).cast("string").alias("bucket"),
+                                   F.lit(0).cast("long").alias("n"), F.lit(0).cast("long").alias("nb"),
+                                   F.lit(1).alias("_listed")))
 
     def bucket_sum(cond):
         return F.coalesce(F.sum(F.when(cond, F.col("n"))), F.lit(0)).cast("long")
@@ -66,8 +75,9 @@ def audit(buckets, listed):
         .alias("bytes_decoded"),
         F.coalesce(F.sum(F.when(b == "quarantined", F.col("nb"))), F.lit(0)).cast("long")
         .alias("bytes_quarantined"),
+        F.max("_listed").alias("_listed"),
     )
-    return listed.join(per_archive, ["source", "format", "archive_file"], "left") \
+    return per_archive.filter(F.col("_listed") == 1).drop("_listed") \
         .na.fill(0, ["records_read", "published", "control", "skipped", "held_open", "quarantined",
                      "bytes_decoded", "bytes_quarantined"]) \
         .withColumn("skipped_by_rule", F.coalesce("skipped_by_rule", F.lit("{}")))

@@ -11,7 +11,9 @@ change by (``commit_position``, ``trx_id``), continuing the source's sequence
    the number of partitions (plus sources), never as the night;
 3. ``partition_offsets`` (on that small table): per (partition, source) the rows of the
    same source in earlier partitions, plus ``seq_base``;
-4. ``assign_commit_seq``: commit_seq = offset + index inside the partition + 1.
+4. ``assign_commit_seq``: commit_seq = offset + index inside the partition + 1
+   (``with_commit_seq``: the same with the small table as a constant of the query, so
+   that reading the transactions needs no join and no job to broadcast that table).
 
 ``event_seq`` ranks the published changes of one transaction by (``trx_order``, ``position``,
 ``archive_file``, ``record_index``): a window per transaction.
@@ -128,6 +130,35 @@ def assign_commit_seq(trx, offsets):
     return trx.join(F.broadcast(offsets), ["seq_part", "source"], "left") \
         .withColumn("commit_seq", (F.col("seq_offset") + F.col("seq_local") + 1).cast("long")) \
         .drop("seq_offset")
+
+
+def offsets_lookup(offsets: Iterable):
+    """The ``partition_offsets`` rows as a constant map ``source -> seq_part -> seq_offset``
+    (a literal of the query, folded once when it is optimised), null when there are none."""
+    from pyspark.sql import functions as F
+
+    by_source: dict[str, list[tuple[int, int]]] = {}
+    for part, source, offset in offsets:
+        by_source.setdefault(source, []).append((int(part), int(offset)))
+    if not by_source:
+        return None
+    return F.create_map(*[x for source in sorted(by_source) for x in (
+        F.lit(source), F.create_map(*[y for part, offset in sorted(by_source[source]) for y in (
+            F.lit(part).cast("int"), F.lit(offset).cast("long"))]))])
+
+
+def with_commit_seq(trx, offsets: Iterable):
+    """``assign_commit_seq`` with ``offsets`` given as the (seq_part, source, seq_offset)
+    rows of ``partition_offsets``: the offset is looked up in a constant map (a missing
+    source or partition, or a null ``seq_part``, gives null as the left join did)."""
+    from pyspark.sql import functions as F
+
+    lookup = offsets_lookup(offsets)
+    if lookup is None:
+        offset = F.lit(None).cast("long")
+    else:
+        offset = lookup[F.col("source")][F.col("seq_part")]
+    return trx.withColumn("commit_seq", (offset + F.col("seq_local") + 1).cast("long"))
 
 
 def event_seq(published):

@@ -43,11 +43,19 @@ from .state import carry_rows, held_rows
 from .transactions import transactions
 
 OPEN_BROADCAST_MAX = 200_000   # open transactions up to which their keys are broadcast
+TRX_BROADCAST_MAX = 100_000    # transactions up to which the joins with them broadcast them
 
 
 def _write(df, path: str) -> None:
     """An intermediate dataset (``ordering/...``), dictionary encoding only where it pays."""
     df.write.mode("overwrite").options(**parquet_options(df.columns)).parquet(path)
+
+
+def _columns(names: list[str], computed: dict) -> list:
+    """``names`` as Columns, those in ``computed`` from its expressions (one ``select``)."""
+    from pyspark.sql import functions as F
+
+    return [computed[n].alias(n) if n in computed else F.col(n) for n in names]
 
 
 def _deferred(df, path: Path, partition_by: tuple[str, ...]):
@@ -155,39 +163,39 @@ def order_stage(spark, manifest: dict, run_dir: Path) -> dict:
     counts = [(r["seq_part"], r["source"], r["n"], r["first_local"]) for r in small
               if r["seq_part"] is not None]
     n_open = sum(int(r["n_open"]) for r in small)
-    offsets = local_frame(spark, sequence.partition_offsets(counts, seq_base), sequence.OFFSETS_DDL)
-    trx = sequence.assign_commit_seq(trx, offsets)
+    # a night of few transactions joins them by broadcast: the rows are not shuffled for it
+    few = sum(int(r["n"]) for r in small) <= TRX_BROADCAST_MAX
+    # commit_seq from the offsets as a constant of each query that reads ``trx`` (a
+    # broadcast join with a local table cost each of those queries a job)
+    trx = sequence.with_commit_seq(trx, sequence.partition_offsets(counts, seq_base))
 
     # changes: the wide rows, shuffled once by transaction
     changes = ev.filter(F.col("kind") == "change")
     if groups is not None:
         changes = changes.unionByName(reassembled_changes(groups))
     published = published_changes(changes, trx.filter(F.col("commit_seq").isNotNull()),
-                                  extra=["commit_seq", "commit_position", "commit_ts"])
-    out_changes = sequence.event_seq(published) \
-        .withColumn("log_position", F.col("position")) \
-        .withColumn("run_id", F.lit(run_id)).withColumn("date", F.lit(date)) \
-        .select(*CHANGE_COLUMNS)
+                                  extra=["commit_seq", "commit_position", "commit_ts"], broadcast=few)
+    # (one projection per output, not a chain of ``withColumn``: each call has the driver
+    # analyse the whole plan again)
+    night = {"run_id": F.lit(run_id), "date": F.lit(date)}
+    out_changes = sequence.event_seq(published).select(*_columns(
+        CHANGE_COLUMNS, {"log_position": F.col("position"), **night}))
 
-    out_trx = trx.filter(F.col("status") != "open") \
-        .withColumn("run_id", F.lit(run_id)).withColumn("date", F.lit(date)) \
-        .select(*TRANSACTION_COLUMNS)
+    out_trx = trx.filter(F.col("status") != "open").select(*_columns(TRANSACTION_COLUMNS, night))
 
     listed = local_frame(spark,
         [(s["name"], s["format"], a["file"]) for s in manifest["sources"] for a in s["archives"]],
         "source STRING, format STRING, archive_file STRING")
     out_audit = complete_audit(
-        spark, manifest, audit(row_buckets(ev, trx, groups), listed)
-        .withColumn("run_id", F.lit(run_id)).withColumn("date", F.lit(date)), ev, AUDIT_COLUMNS)
+        spark, manifest, audit(row_buckets(ev, trx, groups, few), listed).withColumns(night), ev,
+        AUDIT_COLUMNS)
 
     parts = [decoder_quarantine(ev)]
     if groups is not None:
         pieces = ev.filter(F.col("kind") == "segment")
-        parts.append(segment_quarantine(segment_buckets(pieces, groups, trx)))
+        parts.append(segment_quarantine(segment_buckets(pieces, groups, trx, few)))
     parts.append(orphan_quarantine(changes))
-    out_q = quarantine(*parts) \
-        .withColumn("run_id", F.lit(run_id)).withColumn("date", F.lit(date)) \
-        .select(*QUARANTINE_COLUMNS)
+    out_q = quarantine(*parts).select(*_columns(QUARANTINE_COLUMNS, night))
 
     open_trx = trx.filter(F.col("status") == "open")
     held = held_rows(ev, open_trx, broadcast=n_open <= OPEN_BROADCAST_MAX)

@@ -533,13 +533,11 @@ def resolve_transactions(events):
     resolved = ordered.mapInArrow(_resolve_partition, events.schema)
     merged = merge_folded_df(rest.unionByName(resolved))
     state = (F.col("kind") == "control") & (F.col("rule") == STATE_RULE)
-    return merged \
-        .withColumn("xid", F.when(state, F.col("xid"))) \
-        .withColumn("link", F.lit(None).cast("long")) \
-        .withColumn("record_type", F.lit(None).cast("string")) \
-        .withColumn("seg_data", F.lit(None).cast("binary")) \
-        .withColumn("flag", F.when(F.col("flag") != UNKNOWN_TABLE_FLAG, F.col("flag"))) \
-        .select(*columns)
+    cleared = {"xid": F.when(state, F.col("xid")), "link": F.lit(None).cast("long"),
+               "record_type": F.lit(None).cast("string"), "seg_data": F.lit(None).cast("binary"),
+               "flag": F.when(F.col("flag") != UNKNOWN_TABLE_FLAG, F.col("flag"))}
+    # one projection (a chain of withColumn has the driver analyse the plan once per call)
+    return merged.select(*[cleared[c].alias(c) if c in cleared else F.col(c) for c in columns])
 
 
 # ----------------------------------------------------------------- one file at a time
