@@ -312,6 +312,13 @@ def render_rows(df, columns: list[Column], out: str = "row"):
     return df.drop(*[f"__{k}{i}" for i, _c in floats for k in "sdp"])
 
 
+def no_rows(spark, ddl: str):
+    """An empty frame of ``ddl`` that the optimizer knows to be empty (a zero limit becomes
+    an empty local relation): joins, unions and aggregations over it are pruned when the
+    query is planned, instead of being run as jobs over an empty input."""
+    return local_frame(spark, [], ddl).limit(0)
+
+
 def key_meta(spark, tables: list[dict]):
     """One row per mirrored table: its key columns, the JSON prefix of each and how its
     value is written in a row image (``num``: bare, ``str``: a JSON string, ``lob``)."""
@@ -636,10 +643,15 @@ def mirror_stage(spark, manifest: dict, run_dir: Path) -> dict:
                         .select(F.lit(t["source"]).alias("source"),
                                 F.lit(t["table_id"]).alias("table_id"), "key", "row",
                                 "_commit_seq", "_date"))
-        prev = local_frame(spark, [], ROWS_DDL)
-        for part in prev_parts:
-            prev = prev.unionByName(part)
-        prev = prev.persist(StorageLevel.MEMORY_AND_DISK)
+        if prev_parts:
+            prev = local_frame(spark, [], ROWS_DDL)
+            for part in prev_parts:
+                prev = prev.unionByName(part)
+            prev = prev.persist(StorageLevel.MEMORY_AND_DISK)
+        else:
+            # no previous rows (first nights without a snapshot): an empty relation the
+            # optimizer sees as empty, so the joins and unions with it drop out of the plans
+            prev = no_rows(spark, ROWS_DDL)
         night = changes.join(F.broadcast(local_frame(spark,
             sorted(rewrite) or [("", "")], "source STRING, table_id STRING")), ["source", "table_id"])
         # a table seeded tonight without changes still goes through apply_night (no events)

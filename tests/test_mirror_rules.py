@@ -268,3 +268,36 @@ def test_truncate_epochs_count_the_truncates_before_each_event(spark):
             assert r["n_t"] == sum(1 for t, *_ in tr if t == r["table_id"])
     assert sorted((r["table_id"], r["tnum"], r["commit_seq"]) for r in numbered.collect()) == [
         ("1", 1, 10), ("1", 2, 10), ("1", 3, 11), ("1", 4, 45), ("2", 1, 30), ("2", 2, 30)]
+
+
+def test_no_previous_rows_are_pruned_from_the_plans(spark):
+    """A night without previous rows (``no_rows``) gives what an empty frame gives, with the
+    joins against the previous rows gone from the optimised plans."""
+    from dblog.mirror import ROWS_DDL, apply_night, key_meta, no_rows
+    from dblog.sparkio import local_frame
+
+    meta = key_meta(spark, [{"source": "s", "table_id": "1", "schema_name": "S", "table_name": "T",
+                             "key": ["ID"], "columns": list(SMALL)}])
+    ch = spark.createDataFrame(
+        [("s", "1", cs, es, op, b, a) for cs, es, op, b, a in [
+            (1, 1, "c", None, _row(1, "a")), (1, 2, "c", None, _row(2, "b")),
+            (2, 1, "u", _row(1, "a"), _row(3, "a")), (3, 1, "t", None, None),
+            (4, 1, "c", None, _row(2, "c")), (5, 1, "d", _row(9, "z"), None)]],
+        "source STRING, table_id STRING, commit_seq LONG, event_seq INT, op STRING, "
+        "before STRING, after STRING")
+    def types(df):
+        return [(f.name, f.dataType) for f in df.schema.fields]
+
+    empty = no_rows(spark, ROWS_DDL)
+    assert types(empty) == types(local_frame(spark, [], ROWS_DDL)) and empty.count() == 0
+    persisted = local_frame(spark, [], ROWS_DDL).persist()   # what the stage did before
+    plain = apply_night(spark, ch, persisted, meta, "2026-11-01", n_truncates=1)
+    pruned = apply_night(spark, ch, empty, meta, "2026-11-01", n_truncates=1)
+    for a, b in zip(plain, pruned):
+        assert types(a) == types(b)
+        assert sorted(map(str, a.collect())) == sorted(map(str, b.collect()))
+
+    def joins(df):
+        return df._jdf.queryExecution().optimizedPlan().toString().count("Join ")
+    assert joins(pruned[0]) < joins(plain[0]) and joins(pruned[1]) < joins(plain[1])
+    persisted.unpersist()
