@@ -32,6 +32,7 @@ from decoders.catalog import parse_catalog
 from decoders.events import EVENT_SCHEMA, EventSink
 
 from .landing import read_archive
+from .sparkio import local_frame
 
 EVENTS_DIR = "events"
 UNIT_SCHEMA = "unit_id INT, payload STRING"
@@ -135,6 +136,37 @@ def _split_partition(target: int):
     return run
 
 
+# the Arrow conversion's settings that give ``units_frame`` one partition per row
+ONE_ROW_PER_PARTITION = {"spark.sql.execution.arrow.maxRecordsPerBatch": "1",
+                         "spark.sql.execution.arrow.localRelationThreshold": "0"}
+
+
+def units_frame(spark, rows: list[tuple[int, str]]):
+    """The work units (``unit_id``, JSON payload) as a DataFrame with **one partition per
+    unit**, so each unit is a task of its own and the scheduler hands the next unit to the
+    first free core (``work_units`` puts the biggest first).
+
+    Shipped to the JVM as Arrow (``sparkio.local_frame``), one record batch per unit, read
+    as an RDD of those batches (``localRelationThreshold`` 0: a ``LocalRelation`` would be
+    sliced into ``defaultParallelism`` partitions of several units each): no Python worker
+    runs to read them, unlike ``createDataFrame`` of a Python RDD of pickled rows, which
+    started one more Python worker per task to unpickle the rows before the decoding
+    worker. The two settings are the session's only while the frame is built (Arrow
+    conversion reads them then); nothing else runs Spark code during the decode stage."""
+    conf = spark.conf
+    before = {k: conf.get(k, None) for k in ONE_ROW_PER_PARTITION}
+    try:
+        for k, v in ONE_ROW_PER_PARTITION.items():
+            conf.set(k, v)
+        return local_frame(spark, rows, UNIT_SCHEMA)
+    finally:
+        for k, v in before.items():
+            if v is None:
+                conf.unset(k)
+            else:
+                conf.set(k, v)
+
+
 def plan_ranges(spark, manifest: dict, target: int | None = None) -> dict:
     """``(source, file) -> ranges`` of every archive worth splitting (one Spark task each;
     only the ranges come back to the driver)."""
@@ -150,9 +182,7 @@ def plan_ranges(spark, manifest: dict, target: int | None = None) -> dict:
                 big.append({**common, "archives": [a]})
     if not big:
         return {}
-    rows = [(i, json.dumps(u)) for i, u in enumerate(big)]
-    df = spark.createDataFrame(spark.sparkContext.parallelize(rows, numSlices=len(rows)),
-                               UNIT_SCHEMA)
+    df = units_frame(spark, [(i, json.dumps(u)) for i, u in enumerate(big)])
     got = df.mapInArrow(_split_partition(target), RANGE_SCHEMA).collect()
     out = {}
     for row in got:
@@ -299,9 +329,7 @@ def decode_stage(spark, manifest: dict, run_dir: Path) -> str:
 
         pq.write_table(EVENT_SCHEMA.empty_table(), out / "part-empty.parquet", **PARQUET_OPTIONS)
         return str(out)
-    rows = [(i, json.dumps(u)) for i, u in enumerate(units)]
-    rdd = spark.sparkContext.parallelize(rows, numSlices=len(rows))
-    units_df = spark.createDataFrame(rdd, UNIT_SCHEMA)
+    units_df = units_frame(spark, [(i, json.dumps(u)) for i, u in enumerate(units)])
     written = units_df.mapInArrow(_write_partition(str(out)), WRITTEN_SCHEMA).collect()
     # one small row per unit (the units are few: the night's bytes / the split size)
     got = {r["unit_id"] for r in written}

@@ -26,16 +26,30 @@ Memory and shuffle defaults (docs/ARCHITECTURE.md, "Memory"):
   reach C2. ``DBLOG_JIT`` = ``small`` / ``default`` forces one or the other; nothing is set
   under ``spark-submit``, for a non-local master, or when ``spark.driver.extraJavaOptions``
   is configured elsewhere.
+* **Python workers start with the decoders loaded**: Spark forks every Python worker from one
+  daemon per executor; ``spark.python.daemon.module`` is set to ``DAEMON_MODULE``
+  (``dblog/pydaemon.py``: pyspark's daemon after importing pyarrow, pandas, the decoders and
+  ``dblog.decode`` once), so no worker's first task pays those imports. Set only where the
+  workers can import it (``daemon_settings``: for a local master the workers' interpreter is
+  asked; elsewhere, where the driver can, as the executors already import ``dblog`` to
+  decode), since Spark has no fallback: a daemon that does not start fails every Python
+  task. ``DBLOG_PYTHON_DAEMON`` names another module, or ``pyspark`` for Spark's own; a
+  ``spark.python.daemon.module`` set by ``PYSPARK_SUBMIT_ARGS`` or ``spark-defaults.conf``
+  is kept.
 * ``DBLOG_SPARK_EVENT_LOG=DIR`` writes Spark's event log there (``python -m bench.eventlog
   DIR`` says which queries, jobs and tasks a run spent its time on).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
+import subprocess
 import sys
 from pathlib import Path
+
+log = logging.getLogger(__name__)
 
 DRIVER_MEMORY_FRACTION = 0.25      # of physical memory, for the local JVM's heap
 MIN_DRIVER_MEMORY_MB = 1024        # Spark's own default
@@ -45,6 +59,9 @@ SMALL_NIGHT_BYTES = 64 * 1024 * 1024   # archives of a night up to which the JIT
 # HotSpot's defaults are 5000 / 600 / 15000 / 40000 (docs/BENCHMARK.md, "The JIT on a small night")
 SMALL_NIGHT_JIT = ("-XX:Tier4InvocationThreshold=200000 -XX:Tier4MinInvocationThreshold=100000 "
                    "-XX:Tier4CompileThreshold=300000 -XX:Tier4BackEdgeThreshold=400000")
+
+DAEMON_MODULE = "dblog.pydaemon"   # Spark's Python daemon with the decoders preloaded
+DAEMON_ENV = "DBLOG_PYTHON_DAEMON"
 
 DEFAULT_CONF = {
     "spark.sql.session.timeZone": "UTC",
@@ -150,6 +167,49 @@ def jit_settings(master: str | None, night_bytes: int | None = None) -> dict[str
     return {"spark.driver.extraJavaOptions": SMALL_NIGHT_JIT}
 
 
+def _workers_can_import(module: str, python: str) -> bool:
+    """Whether ``python`` (the workers' interpreter), started as Spark starts a local
+    executor's daemon (this process's environment and working directory), finds ``module``."""
+    code = "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec(sys.argv[1]) else 3)"
+    try:
+        done = subprocess.run([python, "-c", code, module], stdin=subprocess.DEVNULL,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              timeout=60, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return done.returncode == 0
+
+
+def _driver_can_import(module: str) -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def daemon_settings(master: str | None) -> dict[str, str]:
+    """``spark.python.daemon.module`` for a session on ``master``: ``DAEMON_MODULE`` (or the
+    module ``DBLOG_PYTHON_DAEMON`` names; ``pyspark`` / ``off``: Spark's own daemon) when the
+    Python workers can import it, else nothing (Spark's own daemon, with a warning). Nothing
+    when ``spark.python.daemon.module`` is configured elsewhere."""
+    module = os.environ.get(DAEMON_ENV, "").strip() or DAEMON_MODULE
+    if module.lower() in ("pyspark", "pyspark.daemon", "off", "0", "none"):
+        return {}
+    if _configured_elsewhere("spark.python.daemon.module", "spark.python.daemon.module"):
+        return {}
+    local = master is None or master.startswith("local")
+    python = os.environ.get("PYSPARK_PYTHON") or sys.executable
+    ok = _workers_can_import(module, python) if local else _driver_can_import(module)
+    if not ok:
+        log.warning("the Python workers cannot import %s (%s); Spark's own daemon is used, "
+                    "so each worker imports the decoders on its first task", module,
+                    python if local else "not importable in the driver")
+        return {}
+    return {"spark.python.daemon.module": module}
+
+
 def get_session(master: str | None = None, app: str = "dblog", conf: dict | None = None,
                 night_bytes: int | None = None):
     """The active session, or a new one. ``master`` is only used when no session exists
@@ -171,6 +231,7 @@ def get_session(master: str | None = None, app: str = "dblog", conf: dict | None
                                                               str(INITIAL_PARTITIONS))
     settings.update(memory_settings(master))
     settings.update(jit_settings(master, night_bytes))
+    settings.update(daemon_settings(master))
     if os.environ.get("DBLOG_SPARK_EVENT_LOG"):     # for `python -m bench.eventlog DIR`
         settings.update({"spark.eventLog.enabled": "true", "spark.eventLog.compress": "false",
                          "spark.eventLog.dir": Path(os.environ["DBLOG_SPARK_EVENT_LOG"]).resolve().as_uri()})

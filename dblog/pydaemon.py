@@ -1,0 +1,131 @@
+"""Spark's Python daemon for dblog: pyspark's own daemon, with the worker-side modules loaded once.
+
+Spark starts one Python *daemon* per executor (``python -m <spark.python.daemon.module>
+pyspark.worker``) and forks every Python worker from it. pyspark's daemon has imported only
+``pyspark.worker``, so each forked worker's first task paid the imports of pyarrow, pandas
+(pyspark's Arrow serializers), the decoders and ``dblog.decode`` again, and their first use.
+This module (``dblog.spark`` sets ``spark.python.daemon.module`` to it) imports them once in
+the daemon (``preload``), then runs pyspark's daemon manager unchanged: every forked worker
+starts with them in memory (shared copy-on-write pages) and no task pays them.
+
+What may not break a run:
+
+* a module that fails to import here (a decoder broken, a package missing on an executor) is
+  reported on stderr (Spark's executor log) and skipped: the daemon still starts, and the
+  task that needs the module fails or quarantines exactly as it would have without this
+  daemon;
+* nothing here writes to the daemon's stdout, where Spark reads the port it listens on
+  (``preload`` runs with file descriptor 1 pointed at stderr);
+* no thread is left running before the fork (importing does not start any in these modules).
+
+``dblog.spark.daemon_settings`` sets the module only where the workers can import it; when
+they cannot, Spark's own daemon is kept (Spark does not fall back itself: a daemon that does
+not start fails every Python task).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+# imported in this order; each may fail on its own without stopping the daemon
+PRELOAD = (
+    "numpy",
+    "pyarrow",
+    "pyarrow.compute",
+    "pyarrow.fs",
+    "pyarrow.parquet",
+    "pyarrow.csv",
+    "pandas",                          # pyspark's Arrow serializers import it
+    "pyspark.sql.pandas.serializers",  # mapInArrow's stream (de)serializers
+    "pyspark.sql.pandas.types",
+    "pyspark.sql.pandas.utils",
+    "pyspark.sql.types",
+    "decoders",
+    "decoders.events",
+    "decoders.catalog",
+    "dblog.landing",
+    "dblog.decode",
+)
+
+
+def _warm() -> None:
+    """Per-process constants built on first use: every format's decoder (and ``split``,
+    which the planning job's workers run) imported through the registry, so that their
+    module-level tables are built here once."""
+    import decoders
+
+    for fmt in decoders.FORMATS:
+        pkg = decoders.get(fmt)
+        for name in ("decode", "split"):
+            if name in getattr(pkg, "_LAZY", {}):
+                getattr(pkg, name)
+
+
+def preload(modules: tuple[str, ...] | None = None, log=None) -> dict[str, object]:
+    """Import ``modules`` (``PRELOAD``) and warm the decoders; returns name -> seconds, or the exception
+    that stopped it (reported on ``log``, stderr by default)."""
+    import importlib
+
+    log = sys.stderr if log is None else log
+    modules = PRELOAD if modules is None else modules
+    done: dict[str, object] = {}
+    steps = [(m, lambda m=m: importlib.import_module(m)) for m in modules]
+    steps.append(("decoders (warm)", _warm))
+    for name, step in steps:
+        t0 = time.perf_counter()
+        try:
+            step()
+        except BaseException as exc:  # noqa: BLE001 - one failed import must not stop the daemon
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                raise
+            done[name] = exc
+            print(f"dblog.pydaemon: could not preload {name}: {type(exc).__name__}: {exc}; "
+                  f"workers import it when a task needs it", file=log, flush=True)
+        else:
+            done[name] = time.perf_counter() - t0
+    return done
+
+
+def _preload_with_stdout_on_stderr() -> None:
+    """``preload`` with file descriptor 1 (and ``sys.stdout``) pointed at stderr: the JVM
+    reads the daemon's port from its stdout, so no import may print there."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        preload()
+    finally:
+        try:
+            sys.stdout.flush()
+        except Exception:  # noqa: BLE001
+            pass
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def main() -> None:
+    _preload_with_stdout_on_stderr()
+    # pyspark.daemon reads the worker module from sys.argv[1] when imported, as it does
+    # when Spark runs it with ``python -m pyspark.daemon pyspark.worker``
+    from pyspark import daemon
+
+    daemon.manager()
+
+
+def probe(_=None) -> dict:
+    """What a Python worker sees when its task starts (for the tests): its parent's command
+    line (the daemon that forked it) and which of ``PRELOAD``'s modules are already loaded."""
+    try:
+        with open(f"/proc/{os.getppid()}/cmdline", "rb") as f:
+            parent = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        parent = ""
+    return {"pid": os.getpid(), "parent": parent,
+            "loaded": sorted(m for m in PRELOAD + ("decoders.rdb.decoder", "decoders.informix.decoder")
+                             if m in sys.modules)}
+
+
+if __name__ == "__main__":
+    main()

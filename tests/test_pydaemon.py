@@ -1,0 +1,119 @@
+"""Spark's Python daemon with the decoders preloaded (dblog/pydaemon.py) and where dblog.spark
+sets it (``daemon_settings``)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dblog import pydaemon
+from dblog import spark as ds
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def plain_env(monkeypatch, tmp_path):
+    """No Spark configuration around this process, and the workers' interpreter is this one."""
+    for var in (ds.DAEMON_ENV, "PYSPARK_SUBMIT_ARGS", "SPARK_HOME"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))
+    monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    return tmp_path
+
+
+def test_the_daemon_module_is_set_where_the_workers_can_import_it(plain_env):
+    assert ds.daemon_settings("local[2]") == {"spark.python.daemon.module": "dblog.pydaemon"}
+    assert ds.daemon_settings(None) == {"spark.python.daemon.module": "dblog.pydaemon"}
+    assert ds.daemon_settings("spark://cluster:7077") == {"spark.python.daemon.module": "dblog.pydaemon"}
+
+
+def test_a_module_the_workers_cannot_import_keeps_sparks_own_daemon(plain_env, monkeypatch, caplog):
+    # Spark has no fallback: a daemon that does not start fails every Python task
+    monkeypatch.setenv(ds.DAEMON_ENV, "dblog.no_such_daemon")
+    with caplog.at_level(logging.WARNING, logger="dblog.spark"):
+        assert ds.daemon_settings("local[2]") == {}
+        assert ds.daemon_settings("spark://cluster:7077") == {}
+    assert "cannot import dblog.no_such_daemon" in caplog.text
+    # the workers' interpreter is asked, not this process: one that cannot run keeps Spark's
+    monkeypatch.delenv(ds.DAEMON_ENV)
+    monkeypatch.setenv("PYSPARK_PYTHON", str(plain_env / "no-python"))
+    assert ds.daemon_settings("local[2]") == {}
+
+
+def test_sparks_own_daemon_on_request_or_when_configured_elsewhere(plain_env, monkeypatch):
+    monkeypatch.setenv(ds.DAEMON_ENV, "pyspark")
+    assert ds.daemon_settings("local[2]") == {}
+    monkeypatch.delenv(ds.DAEMON_ENV)
+    monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", "--conf spark.python.daemon.module=x.y pyspark-shell")
+    assert ds.daemon_settings("local[2]") == {}
+    monkeypatch.delenv("PYSPARK_SUBMIT_ARGS")
+    (plain_env / "spark-defaults.conf").write_text("spark.python.daemon.module other.daemon\n")
+    assert ds.daemon_settings("local[2]") == {}
+
+
+def _start_daemon(tmp_path, extra: tuple[str, ...] = ()):
+    """The daemon started as Spark starts it (``-m <module> pyspark.worker``, the secret in
+    the environment), with ``extra`` modules added to its preload list."""
+    code = ("import sys, dblog.pydaemon as d; d.PRELOAD = d.PRELOAD + tuple(sys.argv[2:]); "
+            "del sys.argv[2:]; d.main()")
+    env = dict(os.environ, PYTHON_WORKER_FACTORY_SECRET="s3cret", PYTHONUNBUFFERED="YES",
+               PYTHONPATH=os.pathsep.join([str(REPO), str(tmp_path)]))
+    return subprocess.Popen([sys.executable, "-c", code, "pyspark.worker", *extra], env=env,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def test_the_daemon_reports_its_port_even_when_a_preload_fails_or_prints(tmp_path):
+    (tmp_path / "noisy_mod.py").write_text("import os\nprint('hello from an import')\n"
+                                           "os.write(1, b'and from C')\n")
+    proc = _start_daemon(tmp_path, ("noisy_mod", "no_such_module_xyz"))
+    try:
+        head = proc.stdout.read(4)          # what the JVM reads: the port, as a big-endian int
+        assert len(head) == 4
+        port = struct.unpack(">i", head)[0]
+        assert 1 <= port <= 0xFFFF
+        import socket
+
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+            pid = struct.unpack(">i", sock.recv(4))[0]      # a worker was forked for us
+            assert pid > 0 and pid != proc.pid
+        proc.stdin.close()                  # Spark stops the daemon by closing its stdin
+        proc.wait(timeout=30)               # (pyspark's manager exits 1 either way)
+        err = proc.stderr.read().decode()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert "could not preload no_such_module_xyz" in err
+    assert "hello from an import" in err and "and from C" in err
+
+
+def test_preload_loads_the_decoders_and_reports_failures_without_raising():
+    import io
+
+    out = io.StringIO()
+    done = pydaemon.preload(("pyarrow", "no_such_module_xyz"), log=out)
+    assert isinstance(done["pyarrow"], float)
+    assert isinstance(done["no_such_module_xyz"], ImportError)
+    assert isinstance(done["decoders (warm)"], float)
+    assert "could not preload no_such_module_xyz" in out.getvalue()
+    assert "decoders.rdb.decoder" in sys.modules and "decoders.informix.decoder" in sys.modules
+
+
+@pytest.mark.spark
+def test_spark_workers_are_forked_from_the_preloaded_daemon(spark):
+    assert spark.sparkContext.getConf().get("spark.python.daemon.module") == "dblog.pydaemon"
+    seen = spark.sparkContext.parallelize(range(2), 2).map(pydaemon.probe).collect()
+    for got in seen:
+        assert "dblog.pydaemon" in got["parent"], got
+        # loaded before the task's function was unpickled (probe's module imports none of them)
+        assert {"pyarrow", "pandas", "dblog.decode", "decoders.rdb.decoder",
+                "decoders.informix.decoder"} <= set(got["loaded"]), got
+
