@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -201,10 +202,20 @@ def test_readers_see_old_or_new_night_never_a_mix(spark, staged):
     threads = [threading.Thread(target=loop, args=item) for item in readers.items()]
     for t in threads:
         t.start()
+    def reads_since(counts):
+        """Wait (at most 60 s) until every reader has finished a read after ``counts``: a
+        slow reader (Spark: listing, then a job) whose every read straddles a swap of
+        back-to-back publishes would otherwise never finish one while they run."""
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not errors and any(
+                len(seen[name]) <= counts[name] for name in readers):
+            time.sleep(0.05)
+
     try:
         for i in range(4):                            # night 2, then reruns of it (other runs)
             run = runs[i % 2]
             P.publish(DataRoot(root), load_manifest(run), run, load_summary(run))
+            reads_since({name: len(seen[name]) for name in readers})
     finally:
         stop.set()
         for t in threads:
