@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.test_ordering_steps import TRX_DDL, events, same
+from tests.test_ordering_steps import TRX_DDL, bucket_night, events, same
 
 pytestmark = pytest.mark.spark
 
@@ -84,18 +84,7 @@ def test_few_transactions_are_broadcast_with_the_same_buckets(spark):
 
     from dblog.ordering.classify import classify, published_changes, segment_buckets
 
-    trx = spark.createDataFrame([
-        ("s1", "1", "committed", False, ["0012"], 1), ("s1", "2", "committed", True, None, None),
-        ("s1", "3", "rolled_back", False, None, None), ("s1", "4", "open", False, None, None),
-    ], TRX_DDL + ", commit_seq LONG")
-    ch = events(spark, [
-        {"kind": "change", "trx_id": "1", "position": "0011"},
-        {"kind": "change", "trx_id": "1", "position": "0012"},
-        {"kind": "change", "trx_id": "2", "position": "0021"},
-        {"kind": "change", "trx_id": "3", "position": "0030"},
-        {"kind": "change", "trx_id": "4", "position": "0040"},
-        {"kind": "change", "trx_id": None, "position": "0050"},
-    ])
+    trx, ch = bucket_night(spark)
     cols = ["source", "trx_id", "position", "bucket"]
     small = classify(ch, trx, broadcast=True)
     same(small, classify(ch, trx), cols)

@@ -112,15 +112,13 @@ def test_classify_takes_the_transactions_columns_over_the_changes(spark):
     same(classify(ch, trx, extra=["commit_seq", "commit_position"]), want)
 
 
-def test_published_changes_are_classify_filtered_on_published(spark):
-    from pyspark.sql import functions as F
-
-    from dblog.ordering.classify import classify, published_changes
-
+def bucket_night(spark, more_trx=(), more_changes=()):
+    """Transactions of every outcome (with ``commit_seq``) and their changes, one of them
+    undone and one without a transaction, plus ``more_trx`` / ``more_changes``."""
     trx = spark.createDataFrame([
         ("s1", "1", "committed", False, ["0012"], 1), ("s1", "2", "committed", True, None, None),
         ("s1", "3", "rolled_back", False, None, None), ("s1", "4", "open", False, None, None),
-        ("s1", "5", "committed", False, None, 2), ("s2", "1", "committed", False, None, 1),
+        *more_trx,
     ], TRX_DDL + ", commit_seq LONG")
     ch = events(spark, [
         {"kind": "change", "trx_id": "1", "position": "0011"},
@@ -129,10 +127,21 @@ def test_published_changes_are_classify_filtered_on_published(spark):
         {"kind": "change", "trx_id": "3", "position": "0030"},
         {"kind": "change", "trx_id": "4", "position": "0040"},
         {"kind": "change", "trx_id": None, "position": "0050"},
-        {"kind": "change", "trx_id": "5", "position": "0051"},
-        {"kind": "change", "trx_id": "5", "position": "0052"},
-        {"kind": "change", "trx_id": "1", "source": "s2", "position": "0011"},
+        *more_changes,
     ])
+    return trx, ch
+
+
+def test_published_changes_are_classify_filtered_on_published(spark):
+    from pyspark.sql import functions as F
+
+    from dblog.ordering.classify import classify, published_changes
+
+    trx, ch = bucket_night(
+        spark, [("s1", "5", "committed", False, None, 2), ("s2", "1", "committed", False, None, 1)],
+        [{"kind": "change", "trx_id": "5", "position": "0051"},
+         {"kind": "change", "trx_id": "5", "position": "0052"},
+         {"kind": "change", "trx_id": "1", "source": "s2", "position": "0011"}])
     got = published_changes(ch, trx.filter(F.col("commit_seq").isNotNull()), extra=["commit_seq"])
     want = classify(ch, trx, extra=["commit_seq"]).filter(F.col("bucket") == "published")
     assert got.count() == 4
