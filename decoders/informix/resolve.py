@@ -496,24 +496,29 @@ def _resolve_partition(batches):
 
 
 def merge_folded_df(df):
-    """``merge_folded`` on a DataFrame, with windows only (the input is read once): over
-    each archive in record order, a running count of kept rows numbers the groups (a kept
-    row and the folded rows after it); each kept row adds its group's folded bytes."""
+    """``merge_folded`` on a DataFrame, with windows only (the input is read once) and one
+    sort: over each archive in *descending* record order, a running sum of the folded rows'
+    bytes; a kept row adds what that sum gained since the kept row after it (its folded rows
+    are the ones between them). Both windows share one ordering, so the wide rows are sorted
+    once (a group window over a running count of kept rows sorted them twice)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    w = Window.partitionBy("source", "archive_file").orderBy("record_index", "_state") \
-        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    w = Window.partitionBy("source", "archive_file").orderBy(F.desc("record_index"),
+                                                             F.desc("_state"))
+    upto = w.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    before = w.rowsBetween(Window.unboundedPreceding, -1)
     kept = (F.col("kind") != FOLDED) & (F.col("n_records") > 0)
     folded = F.col("kind") == FOLDED
-    group = Window.partitionBy("source", "archive_file", "_grp")
     marked = df.withColumn("_state", F.coalesce(_state_flag(F), F.lit(0))) \
-        .withColumn("_grp", F.sum(F.when(kept, 1).otherwise(0)).over(w)) \
-        .withColumn("_extra", F.sum(F.when(folded, F.col("n_bytes")).otherwise(0)).over(group))
+        .withColumn("_fb", F.sum(F.when(folded, F.col("n_bytes")).otherwise(0)).over(upto))
+    marked = marked.withColumn("_kb", F.last(F.when(kept, F.col("_fb")), ignorenulls=True)
+                               .over(before))
     return marked.filter(~folded) \
-        .withColumn("n_bytes", F.when(kept, F.col("n_bytes") + F.col("_extra"))
+        .withColumn("n_bytes", F.when(kept, F.col("n_bytes") + F.col("_fb")
+                                      - F.coalesce(F.col("_kb"), F.lit(0)))
                     .otherwise(F.col("n_bytes"))) \
-        .drop("_state", "_grp", "_extra")
+        .drop("_state", "_fb", "_kb")
 
 
 def resolve_transactions(events):
