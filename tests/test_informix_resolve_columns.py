@@ -311,3 +311,27 @@ def test_resolve_transactions_on_spark_equals_the_rows_on_adversarial_nights(spa
         for g, w in zip(got, want_n):
             assert g == w, {k: (g[k], w[k]) for k in w if g.get(k) != w[k]}
         held = RS.held_after(want)
+
+
+@pytest.mark.spark
+def test_the_hook_runs_the_python_step_once_and_attaches_raw_hex(spark):
+    """``seg_data`` stays out of the stream: the quarantined records' raw_hex is matched from
+    the events by keys read from the exchange by archive, which is one exchange read twice
+    (so the sort and the Python step run once), and equals the per-row rules' raw_hex."""
+    from dblog.decode import spark_event_schema
+
+    schema = spark_event_schema().add("from_state", "boolean")
+    rows = records([(f"{SOURCE}/x/{n}", d) for n, d in Log(5).night(2, 120)], "UTC")
+    want = RS.resolve_rows(rows)
+    df = spark.createDataFrame(pa.Table.from_pylist(rows, schema=SCHEMA).to_pandas(), schema)
+    out = RS.resolve_transactions(df)
+    got = {(r["archive_file"], r["record_index"]): r["raw_hex"] for r in out.collect()
+           if r["kind"] == "quarantine"}
+    quarantined = {(r["archive_file"], r["record_index"]): r["raw_hex"] for r in want
+                   if r["kind"] == "quarantine"}
+    assert got == quarantined
+    assert any(r["raw_hex"] for r in want if r["error_class"] in ("broken_chain", "unknown_table"))
+    ex = out._jdf.queryExecution().executedPlan()
+    plan = (ex.executedPlan() if ex.nodeName() == "AdaptiveSparkPlan" else ex).toString()
+    assert plan.count("MapInArrow") == 1, plan
+    assert "ReusedExchange" in plan, plan

@@ -51,6 +51,9 @@ RE_UNIQID = re.compile(r"_([0-9]+)\.txt$")
 # columns a resolved row does not keep (facts for this step only; ``seg_data`` holds a
 # record's raw bytes until then, for a record the rules quarantine)
 FACT_COLUMNS = ("xid", "link", "record_type")
+# a column of the Spark step's stream only (never in its output): true on a row the rules
+# quarantined, whose raw_hex is then taken from its record's ``seg_data`` in the events
+RAW_MARK = "_raw"
 
 
 def uniqid_of_archive(name: str | None) -> int:
@@ -251,6 +254,10 @@ class _Machine:
             fields["table_id"] = err.table_id       # the report names the unknown table
         q.update(error_class=err.error_class, message=str(_error(row, err)),
                  raw_hex=None if raw is None else bytes(raw[:RAW_HEX_LIMIT]).hex(), **fields)
+        if RAW_MARK in row:
+            # the Spark step's stream has no ``seg_data``: it attaches this record's raw_hex
+            # from the events afterwards (``resolve_transactions``)
+            q[RAW_MARK] = True
         return q
 
     def record(self, row: dict, rtype: str) -> None:
@@ -525,22 +532,54 @@ def resolve_transactions(events):
     """The ordering job's hook (contract 3): informix rows (the night's and those held from
     earlier nights, with ``from_state``) -> the same columns, every record in its
     transaction. Records are repartitioned by (source, xid) and each partition is read in
-    (xid, file, record) order by one Python function (``resolve_stream``)."""
+    (xid, file, record) order by one Python function (``resolve_stream``).
+
+    ``seg_data`` (up to 256 raw bytes per record, half of the bytes shuffled) is not in that
+    stream: a row the rules quarantine comes out with ``RAW_MARK`` set, and its raw_hex is
+    taken from its record's ``seg_data`` in the events, for those rows only: their keys are
+    read from the exchange by archive that ``merge_folded_df`` needs anyway (the same
+    exchange, reused: the Python step runs once), broadcast, and matched against the events
+    (a broadcast join, the events are not shuffled); the few rows found are broadcast back.
+    Both broadcasts hold one row per record the rules quarantined."""
     from pyspark.sql import functions as F
+    from pyspark.sql.types import BooleanType, StructField, StructType
 
     columns = events.columns
+    stream = [c for c in columns if c != "seg_data"]
     todo = events.filter(F.col("xid").isNotNull())
     rest = events.filter(F.col("xid").isNull())
-    ordered = todo.withColumn("_u", _uniqid_col(F)).withColumn("_s", _state_flag(F)) \
+    ordered = todo.select(*stream).withColumn("_u", _uniqid_col(F)).withColumn("_s", _state_flag(F)) \
         .repartition("source", "xid") \
         .sortWithinPartitions("source", "xid", "_u", "record_index", "_s") \
-        .select(*columns)
-    resolved = ordered.mapInArrow(_resolve_partition, events.schema)
-    merged = merge_folded_df(rest.unionByName(resolved))
+        .select(*stream, F.lit(False).alias(RAW_MARK))
+    schema = StructType([f for f in events.schema.fields if f.name != "seg_data"]
+                        + [StructField(RAW_MARK, BooleanType())])
+    resolved = ordered.mapInArrow(_resolve_partition, schema)
+    # the rows by archive (every column of it is used by both readers below, so that the
+    # optimizer prunes neither copy and the two are one exchange)
+    kept = [c for c in columns if c not in ("link", "record_type", "seg_data")]
+    by_archive = rest.select(*kept, F.lit(False).alias(RAW_MARK)) \
+        .unionByName(resolved.select(*kept, RAW_MARK)) \
+        .repartition("source", "archive_file")
+    key = ["source", "archive_file", "record_index"]
+    # (a filter pushed below the exchange would make it another exchange: the optimizer
+    # pushes every deterministic conjunct, so the mark is compared with a nondeterministic
+    # term that always holds, in one predicate)
+    marks = by_archive.filter(F.coalesce(F.col(RAW_MARK), F.lit(False))
+                              == (F.spark_partition_id() >= 0)) \
+        .select(*key, F.xxhash64(*by_archive.columns).alias("_h"))
+    # (``_h``, a hash of the whole row, is kept by the empty substring of it below: this
+    # reader then needs every column of the exchange, as the main reader does)
+    mine = events.filter(F.col("xid").isNotNull() & ~F.coalesce(F.col("from_state"), F.lit(False)))
+    raw = mine.select(*key, "seg_data").join(F.broadcast(marks), key) \
+        .select(*key, F.concat(F.lower(F.hex(F.substring("seg_data", 1, RAW_HEX_LIMIT))),
+                               F.substring(F.col("_h").cast("string"), 1, 0)).alias("_raw_hex"))
+    merged = merge_folded_df(by_archive).join(F.broadcast(raw), key, "left")
     state = (F.col("kind") == "control") & (F.col("rule") == STATE_RULE)
     cleared = {"xid": F.when(state, F.col("xid")), "link": F.lit(None).cast("long"),
                "record_type": F.lit(None).cast("string"), "seg_data": F.lit(None).cast("binary"),
-               "flag": F.when(F.col("flag") != UNKNOWN_TABLE_FLAG, F.col("flag"))}
+               "flag": F.when(F.col("flag") != UNKNOWN_TABLE_FLAG, F.col("flag")),
+               "raw_hex": F.when(F.col(RAW_MARK), F.col("_raw_hex")).otherwise(F.col("raw_hex"))}
     # one projection (a chain of withColumn has the driver analyse the plan once per call)
     return merged.select(*[cleared[c].alias(c) if c in cleared else F.col(c) for c in columns])
 
