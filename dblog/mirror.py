@@ -541,8 +541,10 @@ def apply_night(spark, changes, prev, meta, date: str, keep=None, n_truncates: i
     of mirrored tables; ``prev``: the previous rows (``ROWS_DDL``) of the tables changed
     tonight; ``meta``: ``key_meta``. Returns (new rows of those tables, net changes,
     missing-base counts per table). DataFrame -> DataFrame, no action. ``keep``: a function
-    (e.g. ``persist``) applied to the two intermediate frames the three results share (the
-    key events after the window, and one row per key), so that they are computed once.
+    (e.g. ``persist``) applied to the intermediate frame the three results share (one row
+    per key named tonight, with its last row image), so that it is computed once. The key
+    events are narrow (keys and positions, no row images): the window shuffles and sorts
+    keys, and only each key's last upsert takes its image, joined back by change.
     ``n_truncates``: the night's number of truncates when known (``truncate_epochs``).
 
     Truncates are not events of every key (that was keys x truncates): each key event
