@@ -358,6 +358,90 @@ def key_of(image):
         F.concat(F.lit("{"), F.array_join(parts, ""), F.lit("}")))
 
 
+KEY_SIGNATURES_MAX = 64   # distinct key layouts (columns and kinds) built as one CASE; more: key_of
+
+
+@dataclass(frozen=True)
+class KeyPlan:
+    """How the keys of the row images of some tables are extracted (``key_plan``): the key
+    columns of all of them (one ``from_json`` schema), the distinct key layouts (a tuple of
+    (column, kind) per layout) and each table's layout index."""
+    names: tuple
+    signatures: tuple
+    table_sig: tuple     # ((source, table_id, layout index), ...)
+
+
+def key_plan(meta) -> KeyPlan | None:
+    """The ``KeyPlan`` of the tables of ``meta`` (``key_meta``: a small local frame, read on
+    the driver), or None when they have more than ``KEY_SIGNATURES_MAX`` key layouts."""
+    rows = meta.select("source", "table_id", "key_cols", "key_kind").collect()
+    sigs: dict[tuple, int] = {}
+    table_sig, names = [], set()
+    for r in rows:
+        sig = tuple(zip(r["key_cols"], r["key_kind"]))
+        names.update(r["key_cols"])
+        table_sig.append((r["source"], r["table_id"], sigs.setdefault(sig, len(sigs))))
+    folded = {n.lower() for n in names}
+    if len(sigs) > KEY_SIGNATURES_MAX or not sigs or len(folded) < len(names):
+        return None      # (names differing only by case: Spark resolves struct fields ignoring case)
+    return KeyPlan(tuple(sorted(names)), tuple(sigs), tuple(table_sig))
+
+
+_ESCAPES = r'["\\\x00-\x1f]'   # a character JSON escapes in a string (none: written as it is)
+
+
+def _key_text(v, kind: str):
+    """The text of one key value ``v`` (a field of ``from_json`` read as a string, as
+    ``key_of`` reads it from its map) in the key's JSON, as ``key_of`` writes it."""
+    from pyspark.sql import functions as F
+
+    if kind == "num":
+        text = v
+    else:
+        quoted = F.when(~v.rlike(_ESCAPES), F.concat(F.lit('"'), v, F.lit('"'))).otherwise(_json_string(v))
+        text = quoted if kind != "lob" else F.when(
+            v.startswith("{"), F.regexp_replace(v, r'^\{"blob_id":', '{"blob_id": ')).otherwise(quoted)
+    return F.when(v.isNull(), F.lit("null")).otherwise(text)
+
+
+def with_keys(df, images: dict, plan: KeyPlan, sig_col: str = "key_sig"):
+    """``df`` plus, per ``out: image column`` of ``images``, ``out``: the JSON object of the
+    key columns of the image, exactly as ``key_of`` gives it (``sig_col``: the table's key
+    layout index, from ``plan.table_sig``). Each image is parsed once, by a ``from_json``
+    of the key columns alone (the same converter as ``key_of``'s map, so the same texts:
+    numbers as written back by the parser, objects as compact JSON); the other fields are
+    skipped, not built."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    schema = StructType([StructField(n, StringType()) for n in plan.names])
+    tmp = {out: (f"__kv_{out}", f"__has_{out}") for out in images}
+    df = df.withColumns({**{kv: F.from_json(images[out], schema) for out, (kv, _h) in tmp.items()},
+                         **{h: images[out].isNotNull() for out, (_kv, h) in tmp.items()}})
+    outs = {}
+    for out, (kv, has) in tmp.items():
+        def layout(sig):
+            parts = [F.lit("{")]
+            for i, (name, kind) in enumerate(sig):
+                parts += [F.lit(("" if i == 0 else ", ") + json.dumps(name) + ": "),
+                          _key_text(F.col(kv).getField(name), kind)]
+            return F.concat(*parts, F.lit("}"))
+        if len(plan.signatures) == 1:
+            key = layout(plan.signatures[0])
+        else:
+            key = None
+            for i, sig in enumerate(plan.signatures):
+                key = (F.when(F.col(sig_col) == i, layout(sig)) if key is None
+                       else key.when(F.col(sig_col) == i, layout(sig)))
+        outs[out] = F.when(F.col(has), key)
+    return df.withColumns(outs).drop(*[c for pair in tmp.values() for c in pair])
+
+
+def key_sigs(spark, plan: KeyPlan):
+    """(source, table_id, key_sig) of ``plan``: a small local frame to join by table."""
+    return local_frame(spark, list(plan.table_sig), "source STRING, table_id STRING, key_sig INT")
+
+
 # ----------------------------------------------------------------- the stage
 
 def _seed_rows(spark, table: dict, meta):
@@ -376,11 +460,18 @@ def _seed_rows(spark, table: dict, meta):
         raise MirrorError(f"{where}: columns {missing} missing (has {snap.columns})")
     cols = [F.col(f"`{have[c.name.upper()]}`").cast(spark_type(c)).alias(c.name)
             for c in table["columns"]]
-    return render_rows(snap.select(*cols), table["columns"]).select(
-        F.lit(table["source"]).alias("source"), F.lit(table["table_id"]).alias("table_id"),
-        "row").join(F.broadcast(meta), ["source", "table_id"]).select(
-        "source", "table_id", key_of(F.col("row")).alias("key"), "row",
-        F.lit(None).cast("long").alias("_commit_seq"), F.lit(None).cast("string").alias("_date"))
+    rows = render_rows(snap.select(*cols), table["columns"]).select(
+        F.lit(table["source"]).alias("source"), F.lit(table["table_id"]).alias("table_id"), "row")
+    plan = key_plan(meta)
+    if plan is None:
+        rows = rows.join(F.broadcast(meta), ["source", "table_id"]) \
+            .withColumn("key", key_of(F.col("row")))
+    else:
+        rows = with_keys(rows.join(F.broadcast(key_sigs(spark, plan)), ["source", "table_id"]),
+                         {"key": F.col("row")}, plan)
+    return rows.select("source", "table_id", "key", "row",
+                       F.lit(None).cast("long").alias("_commit_seq"),
+                       F.lit(None).cast("string").alias("_date"))
 
 
 class MirrorError(RuntimeError):
@@ -450,8 +541,10 @@ def apply_night(spark, changes, prev, meta, date: str, keep=None, n_truncates: i
     of mirrored tables; ``prev``: the previous rows (``ROWS_DDL``) of the tables changed
     tonight; ``meta``: ``key_meta``. Returns (new rows of those tables, net changes,
     missing-base counts per table). DataFrame -> DataFrame, no action. ``keep``: a function
-    (e.g. ``persist``) applied to the two intermediate frames the three results share (the
-    key events after the window, and one row per key), so that they are computed once.
+    (e.g. ``persist``) applied to the intermediate frame the three results share (one row
+    per key named tonight, with its last row image), so that it is computed once. The key
+    events are narrow (keys and positions, no row images): the window shuffles and sorts
+    keys, and only each key's last upsert takes its image, joined back by change.
     ``n_truncates``: the night's number of truncates when known (``truncate_epochs``).
 
     Truncates are not events of every key (that was keys x truncates): each key event
@@ -466,24 +559,37 @@ def apply_night(spark, changes, prev, meta, date: str, keep=None, n_truncates: i
     from pyspark.sql import functions as F
 
     ids = ["source", "table_id"]
-    ch = changes.filter(F.col("op").isin(*ROW_OPS)).join(F.broadcast(meta), ids) \
-        .withColumn("kb", key_of(F.col("before"))).withColumn("ka", key_of(F.col("after")))
     cs, es = F.col("commit_seq"), F.col("event_seq")
+    rowed = changes.filter(F.col("op").isin(*ROW_OPS))
+    plan = key_plan(meta)
+    if plan is None:      # more key layouts than one CASE should hold: the generic key_of
+        ch = rowed.join(F.broadcast(meta), ids) \
+            .withColumn("kb", key_of(F.col("before"))).withColumn("ka", key_of(F.col("after")))
+    else:
+        ch = with_keys(rowed.join(F.broadcast(key_sigs(spark, plan)), ids),
+                       {"kb": F.col("before"), "ka": F.col("after")}, plan)
+    # the key events are narrow: keys and positions, never the row images (an upsert's row
+    # is the after image of its change, joined back for each key's last event only)
     is_u = F.col("op") == "u"
     same = F.col("before").isNull() | (F.col("kb") == F.col("ka"))
-    ups = ch.filter(F.col("op").isin("c", "m", "u") & F.col("after").isNotNull()).select(
-        *ids, F.col("ka").alias("key"), cs, es, F.lit(1).alias("sub"), F.lit("up").alias("act"),
-        F.col("after").alias("row"), (is_u & same).alias("check"))
-    rms = ch.filter(((F.col("op") == "d") | (is_u & ~same)) & F.col("before").isNotNull()).select(
-        *ids, F.col("kb").alias("key"), cs, es, F.lit(0).alias("sub"), F.lit("rm").alias("act"),
-        F.lit(None).cast("string").alias("row"), F.lit(True).alias("check"))
+    # each change's (at most two) events from one projection, exploded: the images are read
+    # and parsed once (a filter per kind of event would be pushed below the keys' projection
+    # and parse them again)
+    up = F.when(F.col("op").isin("c", "m", "u") & F.col("after").isNotNull(), F.struct(
+        F.col("ka").alias("key"), F.lit(1).alias("sub"), F.lit("up").alias("act"),
+        (is_u & same).alias("check")))
+    rm = F.when(((F.col("op") == "d") | (is_u & ~same)) & F.col("before").isNotNull(), F.struct(
+        F.col("kb").alias("key"), F.lit(0).alias("sub"), F.lit("rm").alias("act"),
+        F.lit(True).alias("check")))
+    events = ch.select(*ids, cs, es, F.explode(F.array(up, rm)).alias("e")) \
+        .filter(F.col("e").isNotNull()).select(*ids, "e.key", cs, es, "e.sub", "e.act", "e.check")
     if n_truncates == 0:      # known: no truncate tonight, no epochs to find
-        key_events, numbered = ups.unionByName(rms).withColumn("epoch", F.lit(0).cast("long")) \
+        key_events, numbered = events.withColumn("epoch", F.lit(0).cast("long")) \
             .withColumn("n_t", F.lit(0).cast("long")), None
     else:
-        truncs = ch.filter(F.col("op") == "t").select(*ids, cs, es)
-        key_events, numbered = truncate_epochs(ups.unionByName(rms), truncs, n_truncates)
-    named = key_events.select(*ids, "key").distinct()
+        truncs = rowed.filter(F.col("op") == "t").join(F.broadcast(meta.select(*ids)), ids) \
+            .select(*ids, cs, es)
+        key_events, numbered = truncate_epochs(events, truncs, n_truncates)
     start = prev.select(*ids, "key", F.col("row").alias("p_row"))
     tl = key_events.join(start.select(*ids, "key", F.lit(True).alias("in_prev")), ids + ["key"], "left") \
         .withColumn("in_prev", F.coalesce("in_prev", F.lit(False)))
@@ -501,13 +607,12 @@ def apply_night(spark, changes, prev, meta, date: str, keep=None, n_truncates: i
         .withColumn("missing_base", F.col("check") & ~F.col("present_before"))
     # what the key's whole timeline says, from the same window (its events, plus the
     # truncates that name it: one before an event after an epoch step where the key was
-    # there, ``gap_t``, one after its last event, ``tail_t``): fixed-width values only, so
-    # no aggregation ever buffers the row images (a ``max_by`` of them fell back to a
-    # sort-based aggregation of every key event)
+    # there, ``gap_t``, one after its last event, ``tail_t``; its updates and deletes that
+    # found no row): fixed-width values only, so no aggregation ever buffers the row images
     tl = tl.withColumn("k_named", F.count(F.lit(1)).over(whole) + F.count("gap_t").over(whole)) \
         .withColumn("k_first_cs", F.min(cs).over(whole)) \
-        .withColumn("k_gap_first", (F.min("epoch").over(whole) > 0) & F.col("in_prev"))
-    tl = keep(tl)
+        .withColumn("k_gap_first", (F.min("epoch").over(whole) > 0) & F.col("in_prev")) \
+        .withColumn("k_missing", F.count(F.when(F.col("missing_base"), 1)).over(whole))
     last = tl.filter(F.col("last_event"))
     t_cs = F.lit(None).cast("long")
     first_cs = F.col("k_first_cs")
@@ -522,26 +627,33 @@ def apply_night(spark, changes, prev, meta, date: str, keep=None, n_truncates: i
         t_cs = F.col("t_cs")
         first_cs = F.when(F.col("k_gap_first"), F.least(first_cs, F.col("t1_cs"))).otherwise(first_cs)
     by_tail = F.col("tail_t").isNotNull()
+    won = ~by_tail & present_after      # the key ends on an upsert: the row is its after image
     per_key = last.select(
         *ids, "key",
         (F.col("k_named") + by_tail.cast("long")).alias("n_changes"),
         first_cs.alias("first_commit_seq"),
         F.when(by_tail, t_cs).otherwise(cs).alias("last_commit_seq"),
-        F.when(by_tail, F.struct(F.lit("t").alias("act"), F.lit(None).cast("string").alias("row"),
-                                 t_cs.alias("cs")))
-        .otherwise(F.struct(F.col("act"), F.col("row"), cs.alias("cs"))).alias("last"),
-        "in_prev")
-    per_key = keep(per_key.join(start, ids + ["key"], "left"))
+        F.when(by_tail, F.struct(F.lit("t").alias("act"), t_cs.alias("cs")))
+        .otherwise(F.struct(F.col("act"), cs.alias("cs"))).alias("last"),
+        "in_prev", "k_missing",
+        F.when(won, cs).alias("w_cs"), F.when(won, es).alias("w_es"))
+    # the winners' row images: one hash join of the keys (the small side, built) with the
+    # night's after images by change, no sort of the images
+    images = changes.filter(F.col("op").isin("c", "m", "u") & F.col("after").isNotNull()).select(
+        *ids, F.col("commit_seq").alias("w_cs"), F.col("event_seq").alias("w_es"),
+        F.col("after").alias("w_row"))
+    per_key = keep(per_key.hint("shuffle_hash").join(images, ids + ["w_cs", "w_es"], "left")
+                   .join(start, ids + ["key"], "left"))
     end_present = F.col("last.act") == "up"
     net_named = per_key.select(
         *ids, "key",
         F.when(F.col("in_prev") & end_present, "u").when(end_present, "c")
         .when(F.col("in_prev"), "d").alias("net_op"),
         F.when(F.col("in_prev"), F.col("p_row")).alias("before"),
-        F.when(end_present, F.col("last.row")).alias("after"),
+        F.when(end_present, F.col("w_row")).alias("after"),
         "first_commit_seq", "last_commit_seq", "n_changes").filter(F.col("net_op").isNotNull())
     # rows of the previous mirror that no change names: kept, or removed by the first truncate
-    unnamed = prev.join(named, ids + ["key"], "left_anti")
+    unnamed = prev.join(per_key.select(*ids, "key"), ids + ["key"], "left_anti")
     if numbered is None:
         unnamed = unnamed.withColumn("t_seq", F.lit(None).cast("long"))
     else:
@@ -553,12 +665,12 @@ def apply_night(spark, changes, prev, meta, date: str, keep=None, n_truncates: i
         F.col("t_seq").alias("last_commit_seq"), F.lit(1).cast("long").alias("n_changes"))
     kept = unnamed.filter(F.col("t_seq").isNull()).select(*ids, "key", "row", "_commit_seq", "_date")
     upserted = per_key.filter(end_present).select(
-        *ids, "key", F.col("last.row").alias("row"), F.col("last.cs").alias("_commit_seq"),
+        *ids, "key", F.col("w_row").alias("row"), F.col("last.cs").alias("_commit_seq"),
         F.lit(date).alias("_date"))
     names = meta.select(*ids, "schema_name", "table_name")
     net = net_named.unionByName(net_trunc).join(F.broadcast(names), ids)
-    missing = tl.filter("missing_base").groupBy(*ids).agg(
-        F.count(F.lit(1)).alias("mirror_missing_base"))
+    missing = per_key.filter(F.col("k_missing") > 0).groupBy(*ids).agg(
+        F.sum("k_missing").alias("mirror_missing_base"))
     return kept.unionByName(upserted), net, missing
 
 

@@ -87,6 +87,46 @@ def test_keys_of_row_images(spark):
     assert got == ['{"ID": 5, "K2": "a\\"b"}', '{"ID": -7, "K2": null}', None]
 
 
+
+def test_keys_from_one_parse_equal_key_of(spark):
+    """``with_keys`` (one ``from_json`` of the key columns per image, one CASE per key layout)
+    gives exactly ``key_of``'s text: numbers, floats, DECIMAL strings, strings that need
+    escaping (a newline at the end, quotes, control characters, non-ASCII), BLOB references
+    and hex, nulls, absent fields, key names differing only by case across tables."""
+    from dblog.mirror import key_meta, key_of, key_plan, key_sigs, with_keys
+    from pyspark.sql import functions as F
+
+    tables = [("1", ("ID", "K2"), (Column("ID", "INTEGER"), Column("K2", "VARCHAR", length=9))),
+              ("2", ("AMT",), (Column("AMT", "DECIMAL", precision=11, scale=2),)),
+              ("3", ("R", "BL"), (Column("R", "DOUBLE"), Column("BL", "BLOB"))),
+              ("4", ("id",), (Column("id", "VARCHAR", length=9),)),
+              ("5", ("ID",), (Column("ID", "CHAR", length=3),))]
+    meta = key_meta(spark, [{"source": "s", "table_id": t, "schema_name": "S", "table_name": f"T{t}",
+                             "key": list(k), "columns": list(c)} for t, k, c in tables])
+    strings = ["a", 'q"\\b', "end\n", "\n", "\t\x01\x0b\x1f", "é/€", "", " x "]
+    images = [("1", json.dumps({"ID": i, "K2": v, "Z": [1, {"a": 2}]}, ensure_ascii=False))
+              for i, v in enumerate(strings)]
+    images += [("1", '{"ID": 5, "K2": null}'), ("1", '{"K2": "k"}'), ("1", "{}"), ("1", None),
+               ("1", '{"ID": 7, "K2": "a\\u00e9\\u001F"}'),
+               ("2", '{"AMT": "-12.30"}'), ("2", '{"AMT": 1.50}'),
+               ("3", '{"R": 1.5e-7, "BL": {"blob_id": 869417065180}}'), ("3", '{"R": 100.0, "BL": "0aff"}'),
+               ("3", '{"R": -0.0, "BL": null}'), ("3", '{"R": 1E+3}'),
+               ("5", '{"id": "x", "ID": "UP "}')]
+    df = spark.createDataFrame([("s", t, n, img) for n, (t, img) in enumerate(images)],
+                               "source STRING, table_id STRING, n INT, img STRING")
+    # key names differing only by case: the generic key_of (Spark resolves fields ignoring case)
+    assert key_plan(meta) is None
+    meta = meta.filter(F.col("table_id") != "4")
+    plan = key_plan(meta)
+    assert len(plan.signatures) == 4
+    want = {r["n"]: r["k"] for r in df.join(meta, ["source", "table_id"])
+            .select("n", key_of(F.col("img")).alias("k")).collect()}
+    got = {r["n"]: r["k"] for r in with_keys(df.join(key_sigs(spark, plan), ["source", "table_id"]),
+                                             {"k": F.col("img")}, plan).select("n", "k").collect()}
+    assert got == want and len(got) == len(images)
+    assert want[2] == '{"ID": 2, "K2": "end\\n"}' and want[len(strings) + 4] == '{"ID": 7, "K2": "aé\\u001f"}'
+
+
 def _row(i, v, k2="x"):
     return json.dumps({"ID": i, "K2": k2, "V": v})
 
