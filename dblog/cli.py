@@ -98,6 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # py4j logs every closed gateway connection (one per thread of the concurrent writes)
     logging.getLogger("py4j").setLevel(logging.WARNING)
+    # Great Expectations' import logs dozens of INFO lines about its own docs registry
+    logging.getLogger("great_expectations").setLevel(logging.WARNING)
     from .config import load_config
 
     try:

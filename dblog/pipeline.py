@@ -138,6 +138,15 @@ def staged_bytes(manifest: dict) -> int:
     return sum(int(a.get("size") or 0) for s in manifest["sources"] for a in s["archives"])
 
 
+def quiet_great_expectations() -> None:
+    """Great Expectations logs dozens of INFO lines while it imports ("Skipping registering
+    function ...", "Multiple declarations of metric ..."): its logger starts at WARNING
+    unless a level was set for it already."""
+    gx_log = logging.getLogger("great_expectations")
+    if gx_log.level == logging.NOTSET:
+        gx_log.setLevel(logging.WARNING)
+
+
 def _preload_validation() -> None:
     """Import Great Expectations (seconds of imports) in a background thread while the
     JVM starts, decodes and orders: the validate stage then finds it loaded. Only an import.
@@ -150,6 +159,7 @@ def _preload_validation() -> None:
 
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")   # as dblog.validate sets them
     os.environ.setdefault("TQDM_DISABLE", "1")
+    quiet_great_expectations()
 
     def load() -> None:
         try:

@@ -26,6 +26,11 @@ Memory and shuffle defaults (docs/ARCHITECTURE.md, "Memory"):
   reach C2. ``DBLOG_JIT`` = ``small`` / ``default`` forces one or the other; nothing is set
   under ``spark-submit``, for a non-local master, or when ``spark.driver.extraJavaOptions``
   is configured elsewhere.
+* **A small night runs without code generation**: the same small local JVM (``night_bytes``
+  at most ``SMALL_NIGHT_BYTES``) gets ``SMALL_NIGHT_SQL``: no whole-stage code generation and
+  interpreted expressions, so the night's queries do not compile generated Java for a few
+  thousand rows. ``DBLOG_CODEGEN`` = ``small`` / ``default`` forces one or the other; the
+  same rules as for the JIT otherwise.
 * **Python workers start with the decoders loaded**: Spark forks every Python worker from one
   daemon per executor; ``spark.python.daemon.module`` is set to ``DAEMON_MODULE``
   (``dblog/pydaemon.py``: pyspark's daemon after importing pyarrow, pandas, the decoders and
@@ -59,6 +64,14 @@ SMALL_NIGHT_BYTES = 64 * 1024 * 1024   # archives of a night up to which the JIT
 # HotSpot's defaults are 5000 / 600 / 15000 / 40000 (docs/BENCHMARK.md, "The JIT on a small night")
 SMALL_NIGHT_JIT = ("-XX:Tier4InvocationThreshold=200000 -XX:Tier4MinInvocationThreshold=100000 "
                    "-XX:Tier4CompileThreshold=300000 -XX:Tier4BackEdgeThreshold=400000")
+
+# Spark SQL for a small night: no code generation, whole-stage or per expression (docs/BENCHMARK.md,
+# "make run, ninth session"): a small night's ~40 queries each compiled their generated Java
+# (Janino, then the JIT) for a few thousand rows; interpreted, the same plans give the same
+# rows (Spark runs its expression tests both ways) for less CPU.
+SMALL_NIGHT_SQL = {"spark.sql.codegen.wholeStage": "false",
+                   "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+CODEGEN_ENV = "DBLOG_CODEGEN"
 
 DAEMON_MODULE = "dblog.pydaemon"   # Spark's Python daemon with the decoders preloaded
 DAEMON_ENV = "DBLOG_PYTHON_DAEMON"
@@ -167,6 +180,22 @@ def jit_settings(master: str | None, night_bytes: int | None = None) -> dict[str
     return {"spark.driver.extraJavaOptions": SMALL_NIGHT_JIT}
 
 
+def codegen_settings(master: str | None, night_bytes: int | None = None) -> dict[str, str]:
+    """``SMALL_NIGHT_SQL`` for a local session of a small night (the rules of ``jit_settings``:
+    at most ``SMALL_NIGHT_BYTES``, local master, a JVM this process starts), nothing (Spark's
+    code generation) otherwise. ``DBLOG_CODEGEN`` = ``small`` / ``default`` forces one or the
+    other; a key set elsewhere (``PYSPARK_SUBMIT_ARGS``, ``spark-defaults.conf``) is kept."""
+    mode = os.environ.get(CODEGEN_ENV, "").strip().lower()
+    if mode not in ("", "small", "default"):
+        raise ValueError(f"{CODEGEN_ENV}={mode!r}: expected 'small' or 'default'")
+    if jvm_running() or mode == "default":
+        return {}
+    local = master is None or master.startswith("local")
+    if not local or (not mode and (night_bytes is None or night_bytes > SMALL_NIGHT_BYTES)):
+        return {}
+    return {k: v for k, v in SMALL_NIGHT_SQL.items() if not _configured_elsewhere(k, k)}
+
+
 def _workers_can_import(module: str, python: str) -> bool:
     """Whether ``python`` (the workers' interpreter), started as Spark starts a local
     executor's daemon (this process's environment and working directory), finds ``module``."""
@@ -231,6 +260,7 @@ def get_session(master: str | None = None, app: str = "dblog", conf: dict | None
                                                               str(INITIAL_PARTITIONS))
     settings.update(memory_settings(master))
     settings.update(jit_settings(master, night_bytes))
+    settings.update(codegen_settings(master, night_bytes))
     settings.update(daemon_settings(master))
     if os.environ.get("DBLOG_SPARK_EVENT_LOG"):     # for `python -m bench.eventlog DIR`
         settings.update({"spark.eventLog.enabled": "true", "spark.eventLog.compress": "false",

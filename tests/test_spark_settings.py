@@ -69,3 +69,36 @@ def test_the_test_sessions_jvm_runs_with_the_short_work_jit(spark):
     args = list(spark.sparkContext._jvm.java.lang.management.ManagementFactory
                 .getRuntimeMXBean().getInputArguments())
     assert FLAG in args, args
+
+
+def test_small_night_runs_without_code_generation(own_jvm, monkeypatch):
+    monkeypatch.delenv(ds.CODEGEN_ENV, raising=False)
+    assert ds.codegen_settings("local[*]", 8_000_000) == ds.SMALL_NIGHT_SQL
+    assert ds.codegen_settings(None, ds.SMALL_NIGHT_BYTES) == ds.SMALL_NIGHT_SQL
+    # a big or unknown night, a cluster: Spark's code generation
+    assert ds.codegen_settings("local[*]", ds.SMALL_NIGHT_BYTES + 1) == {}
+    assert ds.codegen_settings("local[*]", None) == {}
+    assert ds.codegen_settings("spark://host:7077", 1000) == {}
+    monkeypatch.setenv(ds.CODEGEN_ENV, "default")
+    assert ds.codegen_settings("local[*]", 1000) == {}
+    monkeypatch.setenv(ds.CODEGEN_ENV, "small")
+    assert ds.codegen_settings("local[*]", 10 ** 12) == ds.SMALL_NIGHT_SQL
+    monkeypatch.setenv(ds.CODEGEN_ENV, "fast")
+    with pytest.raises(ValueError, match=ds.CODEGEN_ENV):
+        ds.codegen_settings("local[*]", 1000)
+
+
+def test_code_generation_settings_made_elsewhere_are_kept(own_jvm, monkeypatch):
+    monkeypatch.delenv(ds.CODEGEN_ENV, raising=False)
+    monkeypatch.setenv("PYSPARK_SUBMIT_ARGS",
+                       "--conf spark.sql.codegen.wholeStage=true pyspark-shell")
+    assert ds.codegen_settings("local[*]", 1000) == {"spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+    monkeypatch.delenv("PYSPARK_SUBMIT_ARGS")
+    monkeypatch.setattr(ds, "jvm_running", lambda: True)     # under spark-submit
+    assert ds.codegen_settings("local[*]", 1000) == {}
+
+
+@pytest.mark.spark
+def test_the_test_sessions_night_runs_without_code_generation(spark):
+    for key, value in ds.SMALL_NIGHT_SQL.items():
+        assert spark.conf.get(key) == value, key
