@@ -270,6 +270,53 @@ def local_to_utc(local: _dt.datetime, timezone: str) -> _dt.datetime:
     return local.replace(tzinfo=ZoneInfo(timezone or "UTC")).astimezone(_UTC)
 
 
+_EPOCH_UTC = _dt.datetime(1970, 1, 1, tzinfo=_UTC)
+_EPOCH_NAIVE = _dt.datetime(1970, 1, 1)
+_ONE_US = _dt.timedelta(microseconds=1)
+OFFSET_STEP_US = 15 * 60 * 1_000_000     # local time spans whose UTC offset is read at both ends
+
+
+def _to_utc_us(us: int, zone) -> int | None:
+    """``CommitClock``'s conversion of one local time (microseconds since 1970, naive) to
+    UTC microseconds; None where it cannot be (beyond years 1-9999 either side)."""
+    try:
+        loc = _EPOCH_NAIVE + _dt.timedelta(microseconds=us)
+        return (loc.replace(tzinfo=zone).astimezone(_UTC) - _EPOCH_UTC) // _ONE_US
+    except (OverflowError, ValueError):
+        return None
+
+
+def local_to_utc_us(local_us: np.ndarray, zone) -> tuple[np.ndarray, np.ndarray]:
+    """``_to_utc_us`` of every value of the sorted ``local_us`` (UTC microseconds, 0 where it
+    cannot be) and the mask of those. The offset (UTC - local, ``fold=0``: the first of an
+    ambiguous local time, the offset before a gap for a missing one) is a step function of
+    the local time that steps only at the zone's transitions, months apart: it is read with
+    Python at both ends of each ``OFFSET_STEP_US`` span holding values, and where both ends
+    agree the span's values take it; a span with a transition (or a bound of the calendar)
+    in it is converted value by value."""
+    out = np.zeros(len(local_us), dtype=np.int64)
+    bad = np.zeros(len(local_us), dtype=bool)
+    if not len(local_us):
+        return out, bad
+    span = local_us // OFFSET_STEP_US
+    cut = np.flatnonzero(np.diff(span)) + 1
+    firsts = np.concatenate(([0], cut)).tolist()
+    lasts = np.concatenate((cut, [len(local_us)])).tolist()
+    for s, a, b in zip(span[firsts].tolist(), firsts, lasts):
+        lo, hi = s * OFFSET_STEP_US, (s + 1) * OFFSET_STEP_US - 1
+        u_lo, u_hi = _to_utc_us(lo, zone), _to_utc_us(hi, zone)
+        if u_lo is not None and u_hi is not None and u_lo - lo == u_hi - hi:
+            out[a:b] = local_us[a:b] + (u_lo - lo)
+            continue
+        for k in range(a, b):
+            got = _to_utc_us(int(local_us[k]), zone)
+            if got is None:
+                bad[k] = True
+            else:
+                out[k] = got
+    return out, bad
+
+
 def commit_position(commit_tad: int, tsn: int) -> str:
     return hexpos(commit_tad, L.TICKS_HEX) + hexpos(tsn, L.TSN_HEX)
 
@@ -577,21 +624,9 @@ class _Archive:
         local_us = local.astype(np.int64)
         if self.clock.zone.key == "UTC":
             return local_us, bad
-        out = local_us.copy()
         uniq, inverse = np.unique(local_us, return_inverse=True)
-        conv = np.empty(len(uniq), dtype=np.int64)
-        bad_u = np.zeros(len(uniq), dtype=bool)
-        epoch = _dt.datetime(1970, 1, 1, tzinfo=_UTC)
-        for k, us in enumerate(uniq.tolist()):
-            try:
-                loc = _dt.datetime(1970, 1, 1) + _dt.timedelta(microseconds=us)
-                ts = loc.replace(tzinfo=self.clock.zone).astimezone(_UTC)
-                conv[k] = (ts - epoch) // _dt.timedelta(microseconds=1)
-            except (OverflowError, ValueError):
-                conv[k] = 0
-                bad_u[k] = True
-        out = conv[inverse]
-        return out, bad | bad_u[inverse]
+        conv, bad_u = local_to_utc_us(uniq, self.clock.zone)
+        return conv[inverse], bad | bad_u[inverse]
 
     def _groups(self, head, rows: np.ndarray) -> dict:
         """RowCodec (None: unknown table) -> record positions (into the framed records)."""
