@@ -54,7 +54,7 @@ import pyarrow.compute as pc
 
 from .. import codecs as C
 from ..base import DecodeContext, hexpos
-from ..framing import Damage, Frames, concat_text, hex_ints, resync, split_ranges
+from ..framing import Damage, Frames, concat_text, resync, split_ranges
 from ..layout import as_uint8
 from ..render import render_rows
 from ..vectors import text as vtext, text_fixed, vms_times
@@ -714,44 +714,79 @@ class _Archive:
                                n=int(ok.sum()))
 
     def _emit(self, fr: Frames, rec_idx, act, tsn, tad, cnt, utc_us, fast, is_c, images) -> None:
+        """One batch of every record on the fast path, in record order (so the sink need not
+        sort): commit rows and change rows side by side, the row images of every table
+        placed by one ``take`` into ``before`` or ``after``."""
         sink, base = self.sink, self.base
         idx = np.flatnonzero(fast)
-        tsn_a = pa.array(tsn[idx])
-        trx = pc.cast(tsn_a, pa.string())
-        cpos = concat_text(hex_ints(tad[idx].astype(np.uint64), L.TICKS_HEX),
-                           hex_ints(tsn[idx], L.TSN_HEX))
-        position = concat_text(cpos, hex_ints(cnt[idx].astype(np.uint64), L.SEQ_HEX))
+        n = len(idx)
+        trx = pc.cast(pa.array(tsn[idx]), pa.string())
+        cpos, position = positions(tad[idx], tsn[idx], cnt[idx])
         ts = pa.array(utc_us[idx], pa.timestamp("us", tz="UTC"))
-        # commit rows
-        sel = is_c[idx]
-        if sel.any():
-            m = pa.array(sel)
-            sink.add_columns("commit", fr.starts[idx][sel] + base, rec_idx[idx][sel], 1,
-                             n_bytes=fr.lengths[idx][sel], trx_id=trx.filter(m),
-                             position=position.filter(m), trx_order=position.filter(m),
-                             trx_end="commit", commit_position=cpos.filter(m),
-                             commit_ts=ts.filter(m))
-        # change rows, per table
+        commit = is_c[idx]
+        # each change row's image: its place in the images of all tables, laid end to end
+        slot = np.full(len(fr), -1, dtype=np.int64)
+        which = np.full(len(fr), -1, dtype=np.int64)
+        tables, parts, placed = [], [], 0
         for codec, members, image in images.values():
             if not len(members):
                 continue
-            take = pa.array(np.searchsorted(idx, members))
-            is_m = act[members] == _M
-            img_m = pc.if_else(pa.array(is_m), image, pa.nulls(len(members), pa.string()))
-            img_d = pc.if_else(pa.array(is_m), pa.nulls(len(members), pa.string()), image)
-            dbk = L.ROW.gather(self.data, fr.starts[members], ["dbk"])["dbk"]
-            row_id = concat_text(pc.cast(pa.array(dbk >> 48), pa.string()), pa.scalar(":"),
-                                 pc.cast(pa.array((dbk >> 16) & 0xFFFFFFFF), pa.string()),
-                                 pa.scalar(":"), pc.cast(pa.array(dbk & 0xFFFF), pa.string()))
-            table = codec.table
-            pos_t = position.take(take)
-            sink.add_columns("change", fr.starts[members] + base, rec_idx[members], 1,
-                             n_bytes=fr.lengths[members], trx_id=trx.take(take),
-                             position=pos_t, trx_order=pos_t, trx_end="commit",
-                             commit_position=cpos.take(take), commit_ts=ts.take(take),
-                             op=pa.array(np.where(is_m, "m", "d")), table_id=table.id,
-                             schema_name=table.schema, table_name=table.name,
-                             before=img_d, after=img_m, row_id=row_id)
+            slot[members] = np.arange(placed, placed + len(members))
+            which[members] = len(tables)
+            placed += len(members)
+            tables.append(codec.table)
+            parts.append(image)
+        slot, which = slot[idx], which[idx]
+        if ((slot < 0) != commit).any():
+            raise AssertionError("a change row on the fast path without its row image")
+        is_m = act[idx] == _M
+        if parts:
+            image = pa.concat_arrays(parts) if len(parts) > 1 else parts[0]
+            before = image.take(pa.array(slot, mask=commit | is_m))
+            after = image.take(pa.array(slot, mask=commit | ~is_m))
+        else:
+            before = after = None
+        per_table = pa.array(which, mask=commit)
+        names = lambda attr: pa.array([getattr(t, attr) for t in tables], pa.string()).take(per_table)
+        dbk = np.zeros(n, dtype=np.uint64)
+        change = np.flatnonzero(~commit)
+        if len(change):
+            dbk[change] = L.ROW.gather(self.data, fr.starts[idx[change]], ["dbk"])["dbk"]
+        row_id = concat_text(pc.cast(pa.array(dbk >> 48, mask=commit), pa.string()), pa.scalar(":"),
+                             pc.cast(pa.array((dbk >> 16) & 0xFFFFFFFF), pa.string()),
+                             pa.scalar(":"), pc.cast(pa.array(dbk & 0xFFFF), pa.string()))
+        kind = _KINDS.take(pa.array(commit.view(np.int8)))
+        op = _OPS.take(pa.array((~is_m).view(np.int8), mask=commit))
+        sink.add_columns(kind, fr.starts[idx] + base, rec_idx[idx], 1, n_bytes=fr.lengths[idx],
+                         trx_id=trx, position=position, trx_order=position, trx_end="commit",
+                         commit_position=cpos, commit_ts=ts, op=op, table_id=names("id"),
+                         schema_name=names("schema"), table_name=names("name"),
+                         before=before, after=after, row_id=row_id)
+
+
+_KINDS = pa.array(["change", "commit"])
+_OPS = pa.array(["m", "d"])
+_HEX_PAIRS = np.frombuffer(b"".join(b"%02X" % i for i in range(256)), dtype=np.uint16)
+
+
+def positions(tad: np.ndarray, tsn: np.ndarray, cnt: np.ndarray) -> tuple[pa.Array, pa.Array]:
+    """(commit_position, position) of records: COMMIT_TAD and TSN as 16 hex digits each, then
+    the record's number in its transaction as 8 (upper case, zero-padded: ``commit_position``
+    and ``hexpos`` per value). Built as one 40-character-wide matrix of digit pairs."""
+    n = len(tad)
+    cnt = np.asarray(cnt, dtype=np.int64)
+    if n and (int(cnt.max()) >> (4 * L.SEQ_HEX) or int(cnt.min()) < 0):
+        raise ValueError(f"a value needs more than {L.SEQ_HEX} hex digits")
+    pairs = np.empty((n, L.POSITION_HEX // 2), dtype=np.uint16)
+    be = lambda v, t: np.ascontiguousarray(v, dtype=t).view(np.uint8).reshape(n, np.dtype(t).itemsize)
+    pairs[:, 0:8] = _HEX_PAIRS[be(np.asarray(tad).astype(np.uint64), ">u8")]
+    pairs[:, 8:16] = _HEX_PAIRS[be(tsn, ">u8")]
+    pairs[:, 16:20] = _HEX_PAIRS[be(cnt.astype(np.uint32), ">u4")]
+    width = L.COMMIT_POSITION_HEX
+    commit = np.ascontiguousarray(pairs[:, :width // 2])
+    text = lambda buf, w: pa.StringArray.from_buffers(
+        n, pa.py_buffer(np.arange(0, (n + 1) * w, w, dtype=np.int32)), pa.py_buffer(buf))
+    return text(commit, width), text(pairs, L.POSITION_HEX)
 
 
 def _count_within(keys: np.ndarray) -> np.ndarray:
