@@ -677,11 +677,10 @@ class _Archive:
         nbv_len = (codec.ncols + 7) >> 3
         nulls = np.zeros((n, codec.ncols), dtype=bool)
         if nbv_len:
-            nbv = buf[(data_at + codec.width)[:, None] + np.arange(nbv_len)]
+            nbv = _windows(buf, nbv_len)[data_at + codec.width]
             nulls = np.unpackbits(nbv, axis=1, bitorder="little")[:, :codec.ncols].astype(bool)
         ok &= ~(nulls & codec.notnull_bool).any(axis=1)
-        rows = buf[data_at[:, None] + np.arange(codec.width)] if codec.width else \
-            np.zeros((n, 0), np.uint8)
+        rows = _windows(buf, codec.width)[data_at] if codec.width else np.zeros((n, 0), np.uint8)
         arrays = []
         for j, (col, off, kind) in enumerate(codec.layout):
             null = nulls[:, j]
@@ -692,11 +691,11 @@ class _Archive:
                 ln = np.where(null | over, 0, ln)
                 arr, bad = vtext(buf, data_at + off + 2, ln, codec.encoding)
                 ok &= ~(bad & ~null)
-                arrays.append(pc.if_else(pa.array(null), pa.nulls(n, pa.string()), arr))
+                arrays.append(_with_nulls(arr, null))
             elif kind == "CHAR":
                 arr, bad = text_fixed(rows[:, off:off + (col.length or 0)], codec.encoding)
                 ok &= ~(bad & ~null)
-                arrays.append(pc.if_else(pa.array(null), pa.nulls(n, pa.string()), arr))
+                arrays.append(_with_nulls(arr, null))
             else:
                 raw = np.ascontiguousarray(rows[:, off:off + kind.itemsize]).view(kind).reshape(n)
                 if col.type in ("DATE", "TIMESTAMP"):
@@ -709,9 +708,10 @@ class _Archive:
                         arrays.append(pa.array(when, pa.timestamp("us"), mask=null))
                 else:
                     arrays.append(pa.array(raw, mask=null))
-        good = pa.array(ok)
-        return ok, render_rows(codec.table.columns, [a.filter(good) for a in arrays],
-                               n=int(ok.sum()))
+        if not ok.all():
+            good = pa.array(ok)
+            arrays = [a.filter(good) for a in arrays]
+        return ok, render_rows(codec.table.columns, arrays, n=int(ok.sum()))
 
     def _emit(self, fr: Frames, rec_idx, act, tsn, tad, cnt, utc_us, fast, is_c, images) -> None:
         """One batch of every record on the fast path, in record order (so the sink need not
@@ -794,15 +794,46 @@ def _count_within(keys: np.ndarray) -> np.ndarray:
     n = len(keys)
     if not n:
         return np.zeros(0, dtype=np.int64)
+    pos = np.arange(n)
+    first = np.ones(n, dtype=bool)
+    first[1:] = keys[1:] != keys[:-1]
+    heads = keys[first]
+    if len(np.unique(heads)) == len(heads):
+        # every key in one run (LogMiner writes a transaction's records together): the
+        # count is the distance from the run's start
+        return pos - np.maximum.accumulate(np.where(first, pos, 0))
     order = np.argsort(keys, kind="stable")
     sk = keys[order]
     first = np.ones(n, dtype=bool)
     first[1:] = sk[1:] != sk[:-1]
-    pos = np.arange(n)
     start = np.maximum.accumulate(np.where(first, pos, 0))
     out = np.empty(n, dtype=np.int64)
     out[order] = pos - start
     return out
+
+
+def _windows(buf: np.ndarray, width: int) -> np.ndarray:
+    """Every ``width``-byte window of ``buf`` (a view: ``_windows(buf, w)[starts]`` copies the
+    rows at ``starts`` whole, one row at a time instead of one index per byte)."""
+    return np.lib.stride_tricks.as_strided(buf, shape=(max(len(buf) - width + 1, 0), width),
+                                           strides=(buf.strides[0], buf.strides[0]),
+                                           writeable=False)
+
+
+def _with_nulls(arr: pa.Array, null: np.ndarray) -> pa.Array:
+    """``arr`` (a string array) with the rows of ``null`` null too, its values left in place
+    (a new validity bitmap, no copy of the strings)."""
+    if not null.any():
+        return arr
+    if arr.offset or not pa.types.is_string(arr.type):
+        return pc.if_else(pa.array(null), pa.nulls(len(arr), arr.type), arr)
+    valid = ~null
+    if arr.null_count:
+        valid &= arr.is_valid().to_numpy(zero_copy_only=False)
+    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little"))
+    _, offsets, data = arr.buffers()
+    return pa.Array.from_buffers(arr.type, len(arr), [bitmap, offsets, data],
+                                 null_count=int(len(arr) - valid.sum()))
 
 
 def decode(data: bytes, ctx: DecodeContext, sink: EventSink) -> None:
