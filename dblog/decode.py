@@ -29,7 +29,7 @@ import pyarrow as pa
 from decoders import get as get_format
 from decoders.base import DecodeContext
 from decoders.catalog import parse_catalog
-from decoders.events import EVENT_SCHEMA, EventSink
+from decoders.events import EVENT_COLUMNS, EVENT_SCHEMA, EventSink
 
 from .landing import read_archive
 from .sparkio import local_frame
@@ -167,9 +167,28 @@ def units_frame(spark, rows: list[tuple[int, str]]):
                 conf.set(k, v)
 
 
+DRIVER_FRAMING_MAX = 256 << 20   # bytes of big archives a local driver frames itself
+DRIVER_FRAMING_ENV = "DBLOG_DRIVER_FRAMING"   # "0": always the planning job (tests, comparisons)
+
+
+def _is_local(spark) -> bool:
+    return str(spark.sparkContext.master or "").startswith("local")
+
+
+def _frame_in_driver(spark, big: list[dict]) -> bool:
+    """Frame the big archives in this process rather than in a planning job: on a local master
+    (the driver reads the same disks as the workers) when they are few bytes (the driver frames
+    one archive after another, a job on every core)."""
+    if os.environ.get(DRIVER_FRAMING_ENV, "") == "0":
+        return False
+    return _is_local(spark) and sum(int(u["archives"][0]["size"]) for u in big) <= DRIVER_FRAMING_MAX
+
+
 def plan_ranges(spark, manifest: dict, target: int | None = None) -> dict:
-    """``(source, file) -> ranges`` of every archive worth splitting (one Spark task each;
-    only the ranges come back to the driver)."""
+    """``(source, file) -> ranges`` of every archive worth splitting: framed by one Spark task
+    each (only the ranges come back to the driver), or, on a local master with few bytes to
+    frame, by the driver itself (``_frame_in_driver``: the same ``split_archive``, no job and
+    no Python worker to wait for)."""
     if target is None:
         night = sum(int(a["size"]) for src in manifest["sources"] for a in src["archives"])
         target = split_target(night, spark.sparkContext.defaultParallelism)
@@ -182,15 +201,57 @@ def plan_ranges(spark, manifest: dict, target: int | None = None) -> dict:
                 big.append({**common, "archives": [a]})
     if not big:
         return {}
-    df = units_frame(spark, [(i, json.dumps(u)) for i, u in enumerate(big)])
-    got = df.mapInArrow(_split_partition(target), RANGE_SCHEMA).collect()
+    if _frame_in_driver(spark, big):
+        found = [(i, split_archive(u, target)) for i, u in enumerate(big)]
+    else:
+        df = units_frame(spark, [(i, json.dumps(u)) for i, u in enumerate(big)])
+        got = df.mapInArrow(_split_partition(target), RANGE_SCHEMA).collect()
+        found = [(row["unit_id"], json.loads(row["ranges"])) for row in got]
     out = {}
-    for row in got:
-        u = big[row["unit_id"]]
-        ranges = json.loads(row["ranges"])
+    for i, ranges in found:
+        u = big[i]
         if len(ranges) > 1:
             out[(u["name"], u["archives"][0]["file"])] = ranges
     return out
+
+
+def _nothing(value):
+    return 0
+
+
+def start_python_workers(spark):
+    """Start the Python workers of a local master (Spark's Python daemon and one worker per
+    core) in a background job, so that their start (~1.3 s: Python, ``pyspark.worker``, the
+    daemon's preloaded modules) overlaps the driver's planning instead of delaying the
+    decode's first tasks. Returns a function that waits for it; a failure is left to the
+    decode job to report (it starts the same workers). Nothing happens on other masters."""
+    import threading
+
+    if not _is_local(spark):
+        return lambda: None
+    cores = max(1, int(spark.sparkContext.defaultParallelism))
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        from pyspark.sql.functions import udf
+
+        sc = spark.sparkContext
+        sc.setJobDescription("decode: start the Python workers")
+        try:
+            # a row-at-a-time SQL Python UDF: the same workers as the decode's mapInArrow (a
+            # SQL Python runner, the same interpreter and environment), but unlike
+            # mapInArrow or Arrow UDFs its creation does not import pandas in the driver
+            # (~0.45 s): the job starts at once
+            nothing = udf(_nothing, "int", useArrow=False)
+            spark.range(0, cores, 1, cores).select(nothing("id")).collect()
+        except BaseException as exc:  # noqa: BLE001 - reported by the decode job, if real
+            errors.append(exc)
+        finally:
+            sc.setJobDescription(None)
+
+    thread = threading.Thread(target=run, name="dblog-python-workers", daemon=True)
+    thread.start()
+    return thread.join
 
 
 # error classes of an archive lost whole: all its bytes are quarantined, and the source's
@@ -267,7 +328,20 @@ def decode_unit(unit: dict) -> Iterator[pa.RecordBatch]:
 
 
 WRITTEN_SCHEMA = "unit_id INT, file STRING, rows BIGINT, bytes BIGINT"
-PARQUET_OPTIONS = {"compression": "snappy"}   # Spark's own default for Parquet
+# Parquet of the events: snappy (Spark's own default). Dictionary pages only for the columns
+# with few distinct values per file (names, kinds, ops, tables, codes): on the others (offsets,
+# positions, transaction ids, row images) the writer builds a dictionary, finds it too big
+# and falls back to plain pages, for nothing. Min/max statistics only where a reader's filter
+# can use them (not on positions, row images and messages, whose long values cost the most
+# to compare). The values and the schema the readers see are the same either way.
+EVENT_DICTIONARY_COLUMNS = ("source", "format", "archive_file", "n_records", "kind", "rule",
+                            "flag", "trx_end", "user", "op", "table_id", "schema_name",
+                            "table_name", "seg_total", "error_class", "record_type")
+EVENT_UNSORTED_COLUMNS = ("trx_id", "position", "trx_order", "commit_position", "before", "after",
+                          "ddl", "row_id", "undo_of", "seg_key", "seg_data", "message", "raw_hex")
+PARQUET_OPTIONS = {"compression": "snappy",
+                   "use_dictionary": list(EVENT_DICTIONARY_COLUMNS),
+                   "write_statistics": [c for c in EVENT_COLUMNS if c not in EVENT_UNSORTED_COLUMNS]}
 
 
 def write_unit(unit_id: int, unit: dict, out_dir: str) -> tuple[str, int, int]:
@@ -316,7 +390,19 @@ def decode_stage(spark, manifest: dict, run_dir: Path) -> str:
     small row per unit (its file, rows and bytes) goes back through Spark. Handing the
     events to the JVM instead (``mapInArrow`` -> ``DataFrame.write``) cost more CPU than the
     decoding: Arrow to Spark rows, Parquet encoding in the JVM and the JIT compiling both.
-    Readers read the folder with Spark, pyarrow or DuckDB as before."""
+    Readers read the folder with Spark, pyarrow or DuckDB as before.
+
+    On a local master the Python workers are started first, in the background
+    (``start_python_workers``), while the driver plans the ranges."""
+    started = start_python_workers(spark) if any(
+        src["archives"] or src.get("carry") for src in manifest["sources"]) else (lambda: None)
+    try:
+        return _decode_units(spark, manifest, run_dir)
+    finally:
+        started()      # the workers' start ended before the decode's first task began
+
+
+def _decode_units(spark, manifest: dict, run_dir: Path) -> str:
     import shutil
 
     units = work_units(manifest, plan_ranges(spark, manifest))

@@ -82,9 +82,18 @@ def _quoted(text: pa.Array) -> pa.Array:
 def _strings(arr: pa.Array) -> pa.Array:
     """JSON strings as ``json.dumps(s, ensure_ascii=False)`` writes them."""
     arr = pc.cast(arr, pa.string()) if not pa.types.is_string(arr.type) else arr
-    text = pc.replace_substring(arr, "\\", "\\\\")
-    text = pc.replace_substring(text, '"', '\\"')
+    # which escapes can occur at all: one scan of the characters (of the whole buffer: a byte
+    # outside the array's values only costs the general path)
+    data = arr.buffers()[2]
+    chars = np.frombuffer(data, dtype=np.uint8) if data is not None else np.empty(0, np.uint8)
+    text = arr
+    if (chars == 0x5C).any():
+        text = pc.replace_substring(text, "\\", "\\\\")
+    if (chars == 0x22).any():
+        text = pc.replace_substring(text, '"', '\\"')
     out = _quoted(text)
+    if not (chars < 0x20).any():
+        return out
     special = pc.match_substring_regex(arr, "[\\x00-\\x1f]")
     if pc.any(special).as_py():
         rows = np.flatnonzero(special.fill_null(False).to_numpy(zero_copy_only=False))
@@ -132,7 +141,14 @@ def _time(arr: pa.Array) -> pa.Array:
 
 def _timestamp(arr: pa.Array) -> pa.Array:
     ts = arr if arr.type == pa.timestamp("us") else pc.cast(arr, pa.timestamp("us"))
-    return _quoted(pc.strftime(ts, format="%Y-%m-%dT%H:%M:%S"))
+    # Arrow's cast to text gives ``YYYY-MM-DD HH:MM:SS.ffffff`` (26 characters for years
+    # 1-9999, the same digits as strftime's, at a tenth of its cost): the blank becomes "T".
+    # Any other width (a year beyond 9999) keeps strftime for the whole column.
+    text = pc.cast(ts, pa.string())
+    widths = pc.min_max(pc.utf8_length(text)).as_py()
+    if widths["min"] not in (None, 26) or widths["max"] not in (None, 26):
+        return _quoted(pc.strftime(ts, format="%Y-%m-%dT%H:%M:%S"))
+    return _quoted(pc.utf8_replace_slice(text, 10, 11, "T"))
 
 
 def _blob(arr: pa.Array) -> pa.Array:
@@ -158,22 +174,29 @@ def _floats(arr: pa.Array, single: bool) -> pa.Array:
         mag = np.abs(v.astype(np.float64))
     finite = np.isfinite(mag)
     nonzero = mag != 0
+    # the exponent's layout is fixed only where there is one (most columns have none)
+    has_e = pc.match_substring(text, "e").fill_null(False).to_numpy(zero_copy_only=False)
+    any_e = bool(has_e.any())
     if single:
         want_sci = finite & nonzero & ((mag < 1e-5) | (mag >= 1e16))
-        # exponent: at least two digits, no '+' (numpy's layout)
-        text = pc.replace_substring_regex(text, r"e\+", "e")
-        text = pc.replace_substring_regex(text, r"e(-?)([0-9])$", "e\\10\\2")
+        if any_e:
+            # exponent: at least two digits, no '+' (numpy's layout)
+            text = pc.replace_substring_regex(text, r"e\+", "e")
+            text = pc.replace_substring_regex(text, r"e(-?)([0-9])$", "e\\10\\2")
         bits = np.ascontiguousarray(v, dtype=np.float32).view(np.uint32)
         odd = (bits & 0x7FFFFF) == 0                 # powers of two and zero: numpy decides
     else:
         want_sci = finite & nonzero & ((mag < 1e-4) | (mag >= 1e16))
-        text = pc.replace_substring_regex(text, r"e([0-9])", "e+\\1")
-        text = pc.replace_substring_regex(text, r"e([+-])([0-9])$", "e\\10\\2")
-        # an integral value keeps Python's ".0"
-        plain = pc.invert(pc.match_substring_regex(text, r"[.en]"))
-        text = pc.if_else(plain, pc.binary_join_element_wise(text, pa.scalar(".0"), _EMPTY), text)
+        if any_e:
+            text = pc.replace_substring_regex(text, r"e([0-9])", "e+\\1")
+            text = pc.replace_substring_regex(text, r"e([+-])([0-9])$", "e\\10\\2")
+        # an integral value keeps Python's ".0" (a finite value's text without "." or "e")
+        has_dot = pc.match_substring(text, ".").fill_null(True).to_numpy(zero_copy_only=False)
+        plain = finite & ~has_dot & ~has_e
+        if plain.any():
+            text = pc.if_else(pa.array(plain),
+                              pc.binary_join_element_wise(text, pa.scalar(".0"), _EMPTY), text)
         odd = np.zeros(len(v), dtype=bool)
-    has_e = pc.match_substring(text, "e").fill_null(False).to_numpy(zero_copy_only=False)
     valid = ~np.asarray(vals.is_null().to_numpy(zero_copy_only=False), dtype=bool)
     redo = valid & (~finite | (has_e != want_sci) | odd)
     if redo.any():

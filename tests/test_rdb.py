@@ -305,6 +305,38 @@ def test_commit_tad_is_local_time_of_the_source(tz, local, utc):
     assert row["commit_position"].startswith(f"{commit:016X}")
 
 
+@pytest.mark.parametrize("tz", ["Europe/Berlin", "America/St_Johns", "Australia/Lord_Howe",
+                                "Pacific/Apia", "Asia/Kathmandu", "America/Chicago"])
+def test_commit_times_by_span_equal_the_clock_per_value(tz):
+    """The fast path's commit times (the UTC offset read per 15-minute span of local time)
+    are ``CommitClock``'s, value by value: across DST transitions (gaps, folds, 30-minute
+    and 45-minute offsets, a skipped day), local mean times and the calendar's bounds."""
+    import numpy as np
+    from zoneinfo import ZoneInfo
+
+    from decoders.rdb.decoder import local_to_utc, local_to_utc_us
+
+    us = lambda *a: int((_dt.datetime(*a) - _dt.datetime(1970, 1, 1)) // _dt.timedelta(microseconds=1))
+    step = 7 * 60 * 1_000_000 + 13                    # every 7 minutes, never on a span's edge
+    local = np.unique(np.concatenate([
+        np.arange(us(2011, 12, 28), us(2012, 1, 2), step),        # Apia skips 2011-12-30
+        np.arange(us(2024, 3, 9), us(2024, 4, 8), step),          # spring transitions
+        np.arange(us(2024, 10, 1), us(2024, 11, 5), step),        # autumn transitions
+        np.arange(us(1890, 1, 1), us(1893, 1, 1), 97 * step),     # local mean time ends
+        np.arange(us(1, 1, 1), us(1, 1, 2), step),                # the calendar's bounds
+        np.arange(us(9999, 12, 30, 23), us(9999, 12, 31, 23, 59), step)]))
+    got, bad = local_to_utc_us(local, ZoneInfo(tz))
+    epoch = _dt.datetime(1970, 1, 1, tzinfo=UTC)
+    for v, g, b in zip(local.tolist(), got.tolist(), bad.tolist()):
+        try:        # what CommitClock.utc does with the local time
+            want = (local_to_utc(_dt.datetime(1970, 1, 1) + _dt.timedelta(microseconds=v), tz)
+                    - epoch) // _dt.timedelta(microseconds=1)
+        except (OverflowError, ValueError):
+            assert b, v
+            continue
+        assert not b and g == want, (tz, v)
+
+
 @pytest.mark.parametrize("tz, commit", [
     ("UTC", -5),                                                    # a delta time
     ("America/Chicago", ticks(9999, 12, 31, 23, 0)),                # UTC is past year 9999

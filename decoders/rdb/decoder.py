@@ -54,7 +54,7 @@ import pyarrow.compute as pc
 
 from .. import codecs as C
 from ..base import DecodeContext, hexpos
-from ..framing import Damage, Frames, concat_text, hex_ints, resync, split_ranges
+from ..framing import Damage, Frames, concat_text, resync, split_ranges
 from ..layout import as_uint8
 from ..render import render_rows
 from ..vectors import text as vtext, text_fixed, vms_times
@@ -268,6 +268,53 @@ class CommitClock:
 def local_to_utc(local: _dt.datetime, timezone: str) -> _dt.datetime:
     """The conversion ``CommitClock`` applies, for the generator and tests."""
     return local.replace(tzinfo=ZoneInfo(timezone or "UTC")).astimezone(_UTC)
+
+
+_EPOCH_UTC = _dt.datetime(1970, 1, 1, tzinfo=_UTC)
+_EPOCH_NAIVE = _dt.datetime(1970, 1, 1)
+_ONE_US = _dt.timedelta(microseconds=1)
+OFFSET_STEP_US = 15 * 60 * 1_000_000     # local time spans whose UTC offset is read at both ends
+
+
+def _to_utc_us(us: int, zone) -> int | None:
+    """``CommitClock``'s conversion of one local time (microseconds since 1970, naive) to
+    UTC microseconds; None where it cannot be (beyond years 1-9999 either side)."""
+    try:
+        loc = _EPOCH_NAIVE + _dt.timedelta(microseconds=us)
+        return (loc.replace(tzinfo=zone).astimezone(_UTC) - _EPOCH_UTC) // _ONE_US
+    except (OverflowError, ValueError):
+        return None
+
+
+def local_to_utc_us(local_us: np.ndarray, zone) -> tuple[np.ndarray, np.ndarray]:
+    """``_to_utc_us`` of every value of the sorted ``local_us`` (UTC microseconds, 0 where it
+    cannot be) and the mask of those. The offset (UTC - local, ``fold=0``: the first of an
+    ambiguous local time, the offset before a gap for a missing one) is a step function of
+    the local time that steps only at the zone's transitions, months apart: it is read with
+    Python at both ends of each ``OFFSET_STEP_US`` span holding values, and where both ends
+    agree the span's values take it; a span with a transition (or a bound of the calendar)
+    in it is converted value by value."""
+    out = np.zeros(len(local_us), dtype=np.int64)
+    bad = np.zeros(len(local_us), dtype=bool)
+    if not len(local_us):
+        return out, bad
+    span = local_us // OFFSET_STEP_US
+    cut = np.flatnonzero(np.diff(span)) + 1
+    firsts = np.concatenate(([0], cut)).tolist()
+    lasts = np.concatenate((cut, [len(local_us)])).tolist()
+    for s, a, b in zip(span[firsts].tolist(), firsts, lasts):
+        lo, hi = s * OFFSET_STEP_US, (s + 1) * OFFSET_STEP_US - 1
+        u_lo, u_hi = _to_utc_us(lo, zone), _to_utc_us(hi, zone)
+        if u_lo is not None and u_hi is not None and u_lo - lo == u_hi - hi:
+            out[a:b] = local_us[a:b] + (u_lo - lo)
+            continue
+        for k in range(a, b):
+            got = _to_utc_us(int(local_us[k]), zone)
+            if got is None:
+                bad[k] = True
+            else:
+                out[k] = got
+    return out, bad
 
 
 def commit_position(commit_tad: int, tsn: int) -> str:
@@ -577,21 +624,9 @@ class _Archive:
         local_us = local.astype(np.int64)
         if self.clock.zone.key == "UTC":
             return local_us, bad
-        out = local_us.copy()
         uniq, inverse = np.unique(local_us, return_inverse=True)
-        conv = np.empty(len(uniq), dtype=np.int64)
-        bad_u = np.zeros(len(uniq), dtype=bool)
-        epoch = _dt.datetime(1970, 1, 1, tzinfo=_UTC)
-        for k, us in enumerate(uniq.tolist()):
-            try:
-                loc = _dt.datetime(1970, 1, 1) + _dt.timedelta(microseconds=us)
-                ts = loc.replace(tzinfo=self.clock.zone).astimezone(_UTC)
-                conv[k] = (ts - epoch) // _dt.timedelta(microseconds=1)
-            except (OverflowError, ValueError):
-                conv[k] = 0
-                bad_u[k] = True
-        out = conv[inverse]
-        return out, bad | bad_u[inverse]
+        conv, bad_u = local_to_utc_us(uniq, self.clock.zone)
+        return conv[inverse], bad | bad_u[inverse]
 
     def _groups(self, head, rows: np.ndarray) -> dict:
         """RowCodec (None: unknown table) -> record positions (into the framed records)."""
@@ -642,11 +677,10 @@ class _Archive:
         nbv_len = (codec.ncols + 7) >> 3
         nulls = np.zeros((n, codec.ncols), dtype=bool)
         if nbv_len:
-            nbv = buf[(data_at + codec.width)[:, None] + np.arange(nbv_len)]
+            nbv = _windows(buf, nbv_len)[data_at + codec.width]
             nulls = np.unpackbits(nbv, axis=1, bitorder="little")[:, :codec.ncols].astype(bool)
         ok &= ~(nulls & codec.notnull_bool).any(axis=1)
-        rows = buf[data_at[:, None] + np.arange(codec.width)] if codec.width else \
-            np.zeros((n, 0), np.uint8)
+        rows = _windows(buf, codec.width)[data_at] if codec.width else np.zeros((n, 0), np.uint8)
         arrays = []
         for j, (col, off, kind) in enumerate(codec.layout):
             null = nulls[:, j]
@@ -657,11 +691,11 @@ class _Archive:
                 ln = np.where(null | over, 0, ln)
                 arr, bad = vtext(buf, data_at + off + 2, ln, codec.encoding)
                 ok &= ~(bad & ~null)
-                arrays.append(pc.if_else(pa.array(null), pa.nulls(n, pa.string()), arr))
+                arrays.append(_with_nulls(arr, null))
             elif kind == "CHAR":
                 arr, bad = text_fixed(rows[:, off:off + (col.length or 0)], codec.encoding)
                 ok &= ~(bad & ~null)
-                arrays.append(pc.if_else(pa.array(null), pa.nulls(n, pa.string()), arr))
+                arrays.append(_with_nulls(arr, null))
             else:
                 raw = np.ascontiguousarray(rows[:, off:off + kind.itemsize]).view(kind).reshape(n)
                 if col.type in ("DATE", "TIMESTAMP"):
@@ -674,49 +708,85 @@ class _Archive:
                         arrays.append(pa.array(when, pa.timestamp("us"), mask=null))
                 else:
                     arrays.append(pa.array(raw, mask=null))
-        good = pa.array(ok)
-        return ok, render_rows(codec.table.columns, [a.filter(good) for a in arrays],
-                               n=int(ok.sum()))
+        if not ok.all():
+            good = pa.array(ok)
+            arrays = [a.filter(good) for a in arrays]
+        return ok, render_rows(codec.table.columns, arrays, n=int(ok.sum()))
 
     def _emit(self, fr: Frames, rec_idx, act, tsn, tad, cnt, utc_us, fast, is_c, images) -> None:
+        """One batch of every record on the fast path, in record order (so the sink need not
+        sort): commit rows and change rows side by side, the row images of every table
+        placed by one ``take`` into ``before`` or ``after``."""
         sink, base = self.sink, self.base
         idx = np.flatnonzero(fast)
-        tsn_a = pa.array(tsn[idx])
-        trx = pc.cast(tsn_a, pa.string())
-        cpos = concat_text(hex_ints(tad[idx].astype(np.uint64), L.TICKS_HEX),
-                           hex_ints(tsn[idx], L.TSN_HEX))
-        position = concat_text(cpos, hex_ints(cnt[idx].astype(np.uint64), L.SEQ_HEX))
+        n = len(idx)
+        trx = pc.cast(pa.array(tsn[idx]), pa.string())
+        cpos, position = positions(tad[idx], tsn[idx], cnt[idx])
         ts = pa.array(utc_us[idx], pa.timestamp("us", tz="UTC"))
-        # commit rows
-        sel = is_c[idx]
-        if sel.any():
-            m = pa.array(sel)
-            sink.add_columns("commit", fr.starts[idx][sel] + base, rec_idx[idx][sel], 1,
-                             n_bytes=fr.lengths[idx][sel], trx_id=trx.filter(m),
-                             position=position.filter(m), trx_order=position.filter(m),
-                             trx_end="commit", commit_position=cpos.filter(m),
-                             commit_ts=ts.filter(m))
-        # change rows, per table
+        commit = is_c[idx]
+        # each change row's image: its place in the images of all tables, laid end to end
+        slot = np.full(len(fr), -1, dtype=np.int64)
+        which = np.full(len(fr), -1, dtype=np.int64)
+        tables, parts, placed = [], [], 0
         for codec, members, image in images.values():
             if not len(members):
                 continue
-            take = pa.array(np.searchsorted(idx, members))
-            is_m = act[members] == _M
-            img_m = pc.if_else(pa.array(is_m), image, pa.nulls(len(members), pa.string()))
-            img_d = pc.if_else(pa.array(is_m), pa.nulls(len(members), pa.string()), image)
-            dbk = L.ROW.gather(self.data, fr.starts[members], ["dbk"])["dbk"]
-            row_id = concat_text(pc.cast(pa.array(dbk >> 48), pa.string()), pa.scalar(":"),
-                                 pc.cast(pa.array((dbk >> 16) & 0xFFFFFFFF), pa.string()),
-                                 pa.scalar(":"), pc.cast(pa.array(dbk & 0xFFFF), pa.string()))
-            table = codec.table
-            pos_t = position.take(take)
-            sink.add_columns("change", fr.starts[members] + base, rec_idx[members], 1,
-                             n_bytes=fr.lengths[members], trx_id=trx.take(take),
-                             position=pos_t, trx_order=pos_t, trx_end="commit",
-                             commit_position=cpos.take(take), commit_ts=ts.take(take),
-                             op=pa.array(np.where(is_m, "m", "d")), table_id=table.id,
-                             schema_name=table.schema, table_name=table.name,
-                             before=img_d, after=img_m, row_id=row_id)
+            slot[members] = np.arange(placed, placed + len(members))
+            which[members] = len(tables)
+            placed += len(members)
+            tables.append(codec.table)
+            parts.append(image)
+        slot, which = slot[idx], which[idx]
+        if ((slot < 0) != commit).any():
+            raise AssertionError("a change row on the fast path without its row image")
+        is_m = act[idx] == _M
+        if parts:
+            image = pa.concat_arrays(parts) if len(parts) > 1 else parts[0]
+            before = image.take(pa.array(slot, mask=commit | is_m))
+            after = image.take(pa.array(slot, mask=commit | ~is_m))
+        else:
+            before = after = None
+        per_table = pa.array(which, mask=commit)
+        names = lambda attr: pa.array([getattr(t, attr) for t in tables], pa.string()).take(per_table)
+        dbk = np.zeros(n, dtype=np.uint64)
+        change = np.flatnonzero(~commit)
+        if len(change):
+            dbk[change] = L.ROW.gather(self.data, fr.starts[idx[change]], ["dbk"])["dbk"]
+        row_id = concat_text(pc.cast(pa.array(dbk >> 48, mask=commit), pa.string()), pa.scalar(":"),
+                             pc.cast(pa.array((dbk >> 16) & 0xFFFFFFFF), pa.string()),
+                             pa.scalar(":"), pc.cast(pa.array(dbk & 0xFFFF), pa.string()))
+        kind = _KINDS.take(pa.array(commit.view(np.int8)))
+        op = _OPS.take(pa.array((~is_m).view(np.int8), mask=commit))
+        sink.add_columns(kind, fr.starts[idx] + base, rec_idx[idx], 1, n_bytes=fr.lengths[idx],
+                         trx_id=trx, position=position, trx_order=position, trx_end="commit",
+                         commit_position=cpos, commit_ts=ts, op=op, table_id=names("id"),
+                         schema_name=names("schema"), table_name=names("name"),
+                         before=before, after=after, row_id=row_id)
+
+
+_KINDS = pa.array(["change", "commit"])
+_OPS = pa.array(["m", "d"])
+_HEX_PAIRS = np.frombuffer(b"".join(b"%02X" % i for i in range(256)), dtype=np.uint16)
+
+
+def positions(tad: np.ndarray, tsn: np.ndarray, cnt: np.ndarray) -> tuple[pa.Array, pa.Array]:
+    """(commit_position, position) of records: COMMIT_TAD and TSN as 16 hex digits each, then
+    the record's number in its transaction as 8 (upper case, zero-padded: ``commit_position``
+    and ``hexpos`` per value). Built as one 40-character-wide matrix of digit pairs."""
+    n = len(tad)
+    cnt = np.asarray(cnt, dtype=np.int64)
+    if n and (int(cnt.max()) >> (4 * L.SEQ_HEX) or int(cnt.min()) < 0):
+        raise ValueError(f"a value needs more than {L.SEQ_HEX} hex digits")
+    pairs = np.empty((n, L.POSITION_HEX // 2), dtype=np.uint16)
+    be = lambda v, t: np.ascontiguousarray(v, dtype=t).view(np.uint8).reshape(n, np.dtype(t).itemsize)
+    pairs[:, 0:8] = _HEX_PAIRS[be(np.asarray(tad).astype(np.uint64), ">u8")]
+    pairs[:, 8:16] = _HEX_PAIRS[be(tsn, ">u8")]
+    pairs[:, 16:20] = _HEX_PAIRS[be(cnt.astype(np.uint32), ">u4")]
+    width = L.COMMIT_POSITION_HEX
+    commit = np.ascontiguousarray(pairs[:, :width // 2])
+    text = lambda buf, w: pa.StringArray.from_buffers(
+        n, pa.py_buffer(np.arange(0, (n + 1) * w, w, dtype=np.int32)), pa.py_buffer(buf))
+    return text(commit, width), text(pairs, L.POSITION_HEX)
 
 
 def _count_within(keys: np.ndarray) -> np.ndarray:
@@ -724,15 +794,46 @@ def _count_within(keys: np.ndarray) -> np.ndarray:
     n = len(keys)
     if not n:
         return np.zeros(0, dtype=np.int64)
+    pos = np.arange(n)
+    first = np.ones(n, dtype=bool)
+    first[1:] = keys[1:] != keys[:-1]
+    heads = keys[first]
+    if len(np.unique(heads)) == len(heads):
+        # every key in one run (LogMiner writes a transaction's records together): the
+        # count is the distance from the run's start
+        return pos - np.maximum.accumulate(np.where(first, pos, 0))
     order = np.argsort(keys, kind="stable")
     sk = keys[order]
     first = np.ones(n, dtype=bool)
     first[1:] = sk[1:] != sk[:-1]
-    pos = np.arange(n)
     start = np.maximum.accumulate(np.where(first, pos, 0))
     out = np.empty(n, dtype=np.int64)
     out[order] = pos - start
     return out
+
+
+def _windows(buf: np.ndarray, width: int) -> np.ndarray:
+    """Every ``width``-byte window of ``buf`` (a view: ``_windows(buf, w)[starts]`` copies the
+    rows at ``starts`` whole, one row at a time instead of one index per byte)."""
+    return np.lib.stride_tricks.as_strided(buf, shape=(max(len(buf) - width + 1, 0), width),
+                                           strides=(buf.strides[0], buf.strides[0]),
+                                           writeable=False)
+
+
+def _with_nulls(arr: pa.Array, null: np.ndarray) -> pa.Array:
+    """``arr`` (a string array) with the rows of ``null`` null too, its values left in place
+    (a new validity bitmap, no copy of the strings)."""
+    if not null.any():
+        return arr
+    if arr.offset or not pa.types.is_string(arr.type):
+        return pc.if_else(pa.array(null), pa.nulls(len(arr), arr.type), arr)
+    valid = ~null
+    if arr.null_count:
+        valid &= arr.is_valid().to_numpy(zero_copy_only=False)
+    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little"))
+    _, offsets, data = arr.buffers()
+    return pa.Array.from_buffers(arr.type, len(arr), [bitmap, offsets, data],
+                                 null_count=int(len(arr) - valid.sum()))
 
 
 def decode(data: bytes, ctx: DecodeContext, sink: EventSink) -> None:
