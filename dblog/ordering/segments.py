@@ -154,7 +154,8 @@ def reassembled_changes(groups):
     """The changes of the decoded groups, as event rows (``from_state`` false)."""
     from pyspark.sql import functions as F
 
+    tags = [c for c in ("_fid", "_row") if c in groups.columns]   # ``wide.SourceFiles.tag``
     return groups.filter(F.col("kind") == "change") \
-        .select(*[c for c in EVENT_COLUMNS if c != "seg_data"]) \
+        .select(*[c for c in EVENT_COLUMNS if c != "seg_data"], *tags) \
         .withColumn("seg_data", F.lit(None).cast("binary")) \
         .withColumn("from_state", F.lit(False))

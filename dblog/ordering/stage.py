@@ -4,15 +4,19 @@ The steps (this package's other modules) are plain ``DataFrame -> DataFrame`` fu
 this module reads the events, applies them and writes the outputs. Memory stays bounded
 whatever the night's size: every step is a join or an aggregation on keys (spilled by
 Spark; the joins with the transactions hold one partition of their narrow rows, see
-``classify.hash_side``), the wide columns (row images) are shuffled once (the changes, by transaction, for
-``event_seq``), and two narrow intermediate datasets are materialised under
-``<run_dir>/ordering/`` so that every output reads them instead of recomputing:
+``classify.hash_side``), the wide columns (row images) are never shuffled: the published
+changes are decided on narrow rows tagged with their file and row index and then taken from
+those files by one Python task per file (``wide``), and narrow intermediate datasets are
+materialised under ``<run_dir>/ordering/`` so that every output reads them instead of
+recomputing:
 
 ``segments``  one row per segment group (reassembled change or outcome); only when a
               source's format writes segments
 ``trx_counts`` one row per transaction: outcome and published change count
 ``trx``       the same with the range partition and index for ``commit_seq``
 ``resolved``  the rows of formats with a ``resolve_transactions`` hook, after it
+``seq``       the published changes, narrow: file, row index, commit_seq, event_seq, commit
+              position and time (``wide``), by file
 
 The driver collects one table whose size is the number of range partitions (plus two rows
 per source): the ``commit_seq`` offsets, the summary and the count of open transactions.
@@ -35,12 +39,13 @@ from .audit import audit, row_buckets
 from .classify import QUARANTINED, hash_side, published_changes, segment_buckets
 from .hooks import apply_hooks, format_hooks, hooked_rows
 from .quarantine import decoder_quarantine, orphan_quarantine, quarantine, segment_quarantine
-from .schema import (AUDIT, AUDIT_COLUMNS, CHANGE_COLUMNS, CHANGES, QUARANTINE, QUARANTINE_COLUMNS,
+from .schema import (AUDIT, AUDIT_COLUMNS, CHANGES, QUARANTINE, QUARANTINE_COLUMNS,
                      STATE, SUMMARY, TRANSACTION_COLUMNS, TRANSACTIONS, WORK, parquet_options)
 from .segments import (empty_groups, formats_with_segments, reassemble, reassembled_changes,
                        segment_groups)
 from .state import carry_rows, held_rows
 from .transactions import transactions
+from .wide import FID, ROW, SEQ, SourceFiles, seq_columns, write_changes
 
 OPEN_BROADCAST_MAX = 200_000   # open transactions up to which their keys are broadcast
 TRX_BROADCAST_MAX = 100_000    # transactions up to which the joins with them broadcast them
@@ -63,23 +68,31 @@ def _deferred(df, path: Path, partition_by: tuple[str, ...]):
     return write_parquet(df, str(path), partition_by, parquet_options(df.columns))
 
 
-def read_events(spark, manifest: dict, run_dir: Path):
-    """The night's events plus the rows held from earlier nights (``from_state``)."""
+def _tagged(files: SourceFiles | None, df, folder):
+    """``df`` read from ``folder``, with its rows' file and row index when ``files`` numbers
+    the files read (``wide.SourceFiles``)."""
+    return df if files is None else files.tag(df, folder)
+
+
+def read_events(spark, manifest: dict, run_dir: Path, files: SourceFiles | None = None):
+    """The night's events plus the rows held from earlier nights (``from_state``); with
+    ``files``, each row tagged with its file and row index (``wide``)."""
     from pyspark.sql import functions as F
 
     schema = spark_event_schema()
-    ev = spark.read.schema(schema).parquet(str(Path(run_dir) / EVENTS_DIR)) \
+    folder = Path(run_dir) / EVENTS_DIR
+    ev = _tagged(files, spark.read.schema(schema).parquet(str(folder)), folder) \
         .withColumn("from_state", F.lit(False))
     for s in manifest["sources"]:
         if s.get("prev_held"):
             # state/<source>/<date>/held holds the rows of one source (no partition column)
-            old = spark.read.schema(schema).parquet(s["prev_held"]) \
+            old = _tagged(files, spark.read.schema(schema).parquet(s["prev_held"]), s["prev_held"]) \
                 .withColumn("source", F.lit(s["name"])).withColumn("from_state", F.lit(True))
             ev = ev.unionByName(old)
     return quarantine_duplicate_positions(spark, ev, manifest)
 
 
-def resolve(spark, ev, manifest: dict, work: Path):
+def resolve(spark, ev, manifest: dict, work: Path, files: SourceFiles | None = None):
     """Apply the formats' ``resolve_transactions`` hooks; the rows they may change (all of a
     format's rows, or those in its ``resolve_scope``) are written once (``ordering/resolved``)
     and read back, so no later query recomputes them; the others are read as decoded."""
@@ -90,11 +103,13 @@ def resolve(spark, ev, manifest: dict, work: Path):
         return ev
     path = str(work / "resolved")
     changed = hooked_rows(hooks)
-    _write(apply_hooks(ev.filter(F.col("format").isin(*hooks)), hooks).filter(changed), path)
-    return ev.filter(~changed).unionByName(spark.read.schema(ev.schema).parquet(path))
+    plain = ev.drop(FID, ROW)
+    _write(apply_hooks(plain.filter(F.col("format").isin(*hooks)), hooks).filter(changed), path)
+    return ev.filter(~changed).unionByName(
+        _tagged(files, spark.read.schema(plain.schema).parquet(path), path))
 
 
-def write_segments(spark, ev, manifest: dict, work: Path):
+def write_segments(spark, ev, manifest: dict, work: Path, files: SourceFiles | None = None):
     """Reassemble the segment groups (``ordering/segments``); None when no source's format
     writes segments."""
     from pyspark.sql import functions as F
@@ -104,7 +119,7 @@ def write_segments(spark, ev, manifest: dict, work: Path):
     path = str(work / "segments")
     groups = segment_groups(ev.filter(F.col("kind") == "segment"))
     _write(reassemble(groups, manifest), path)
-    return spark.read.schema(empty_groups(spark).schema).parquet(path)
+    return _tagged(files, spark.read.schema(empty_groups(spark).schema).parquet(path), path)
 
 
 def write_transactions(spark, ev, groups, work: Path):
@@ -151,14 +166,17 @@ def order_stage(spark, manifest: dict, run_dir: Path) -> dict:
     # the night's events with the held rows, repeated positions marked: every step reads
     # them from the decoded Parquet again, only the columns it needs (no cache of the wide
     # rows; a night with many repeated positions keeps its marked rows, see accounting)
-    read = read_events(spark, manifest, run_dir)
-    ev = resolve(spark, read, manifest, work)
-    groups = write_segments(spark, ev, manifest, work)
+    files = SourceFiles()
+    read = read_events(spark, manifest, run_dir, files)
+    ev = resolve(spark, read, manifest, work, files)
+    groups = write_segments(spark, ev, manifest, work, files)
     trx = write_transactions(spark, ev, groups, work)
 
-    # the one collect: rows per (range partition, source), and open transactions per source
+    # the one collect: rows per (range partition, source), their published changes, and
+    # open transactions per source
     small = trx.groupBy("seq_part", "source").agg(
         F.count(F.lit(1)).alias("n"), F.min("seq_local").alias("first_local"),
+        F.sum(F.when(F.col("seq_part").isNotNull(), F.col("event_count")).otherwise(0)).alias("n_changes"),
         F.sum(F.when(F.col("status") == "open", 1).otherwise(0)).alias("n_open")).collect()
     counts = [(r["seq_part"], r["source"], r["n"], r["first_local"]) for r in small
               if r["seq_part"] is not None]
@@ -169,17 +187,19 @@ def order_stage(spark, manifest: dict, run_dir: Path) -> dict:
     # broadcast join with a local table cost each of those queries a job)
     trx = sequence.with_commit_seq(trx, sequence.partition_offsets(counts, seq_base))
 
-    # changes: the wide rows, shuffled once by transaction
+    # changes: decided on narrow rows (no row image is shuffled); the published rows are
+    # then taken from their files (``wide``)
     changes = ev.filter(F.col("kind") == "change")
     if groups is not None:
         changes = changes.unionByName(reassembled_changes(groups))
-    published = published_changes(changes, trx.filter(F.col("commit_seq").isNotNull()),
+    narrow = changes.select("source", "trx_id", "position", "trx_order", "archive_file",
+                            "record_index", FID, ROW)
+    published = published_changes(narrow, trx.filter(F.col("commit_seq").isNotNull()),
                                   extra=["commit_seq", "commit_position", "commit_ts"], broadcast=few)
+    seq_rows = seq_columns(sequence.event_seq(published))
     # (one projection per output, not a chain of ``withColumn``: each call has the driver
     # analyse the whole plan again)
     night = {"run_id": F.lit(run_id), "date": F.lit(date)}
-    out_changes = sequence.event_seq(published).select(*_columns(
-        CHANGE_COLUMNS, {"log_position": F.col("position"), **night}))
 
     out_trx = trx.filter(F.col("status") != "open").select(*_columns(TRANSACTION_COLUMNS, night))
 
@@ -201,8 +221,14 @@ def order_stage(spark, manifest: dict, run_dir: Path) -> dict:
     held = held_rows(ev, open_trx, broadcast=n_open <= OPEN_BROADCAST_MAX)
     state_dir = run_dir / STATE
     by_night = ("source", "date")
+    written: dict = {}
+
+    def changes_job() -> None:
+        _deferred(seq_rows, work / SEQ, (FID,))()
+        written.update(write_changes(spark, files, work / SEQ, run_dir / CHANGES, run_id, date))
+
     run_concurrently([
-        _deferred(out_changes, run_dir / CHANGES, by_night),
+        changes_job,
         _deferred(out_trx, run_dir / TRANSACTIONS, by_night),
         _deferred(out_audit, run_dir / AUDIT, by_night),
         _deferred(out_q, run_dir / QUARANTINE, by_night),
@@ -211,6 +237,13 @@ def order_stage(spark, manifest: dict, run_dir: Path) -> dict:
     ])
 
     read.unpersist()
+    expected: dict[str, int] = {}
+    for r in small:
+        if r["seq_part"] is not None:
+            expected[r["source"]] = expected.get(r["source"], 0) + int(r["n_changes"] or 0)
+    if {k: v for k, v in written.items() if v} != {k: v for k, v in expected.items() if v}:
+        raise RuntimeError(f"ordering: changes written per source {written} differ from the "
+                           f"transactions' published counts {expected}")
     last = sequence.last_sequences(counts, seq_base)
     summary = {}
     for s in manifest["sources"]:
