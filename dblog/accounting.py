@@ -18,7 +18,10 @@ source's night (``duplicate_position``).
 
 from __future__ import annotations
 
-from .decode import LOST_CLASSES
+import json
+from pathlib import Path
+
+from .decode import LOST_CLASSES, POSITION_KINDS, UNITS_FILE
 from .landing import ARCHIVE, DUPLICATE, DUPLICATE_RULE, IGNORED
 from .sparkio import local_frame
 
@@ -29,8 +32,8 @@ AUDIT_EXTRA_DDL = (
     "lost BOOLEAN, accepted_loss BOOLEAN, duplicate_of STRING, reason STRING")
 DUPLICATE_POSITION = "duplicate_position"
 DUPLICATE_BROADCAST_MAX = 200_000   # repeated positions up to which they are broadcast
-POSITION_KINDS = ("change", "segment", "begin", "commit", "abort", "undo")
 REASON_LIMIT = 1000
+NO_POSITIONS = ("", "")      # ``_held_range`` of held rows without positions
 
 
 def _archive_facts(manifest: dict) -> dict:
@@ -112,7 +115,70 @@ def complete_audit(spark, manifest: dict, audit, ev, columns: list[str]):
     return out.unionByName(landing_rows(spark, manifest, columns))
 
 
-def quarantine_duplicate_positions(spark, ev, manifest: dict):
+def _held_range(folder: str) -> tuple[str, str] | None:
+    """(min, max) ``position`` of the rows held from an earlier night, from the Parquet
+    footers' statistics (no row is read); ``NO_POSITIONS`` when no held row has one; None
+    when a file has no statistics (unknown)."""
+    import pyarrow.parquet as pq
+
+    lo = hi = None
+    for f in sorted(Path(folder).iterdir()) if Path(folder).is_dir() else []:
+        if not f.is_file() or f.name.startswith((".", "_")):
+            continue
+        meta = pq.ParquetFile(f).metadata
+        names = meta.schema.names
+        if "position" not in names:
+            return None
+        col = names.index("position")
+        for rg in range(meta.num_row_groups):
+            n = meta.row_group(rg).num_rows
+            st = meta.row_group(rg).column(col).statistics
+            if n == 0 or (st is not None and st.has_null_count and st.null_count == n):
+                continue            # no row, or no position: nothing to compare
+            if st is None or not st.has_min_max:
+                return None
+            a, b = (v.decode("utf-8", "replace") if isinstance(v, bytes) else v
+                    for v in (st.min, st.max))
+            lo = a if lo is None else min(lo, a)
+            hi = b if hi is None else max(hi, b)
+    return (lo, hi) if lo is not None else NO_POSITIONS
+
+
+def positions_unique(manifest: dict, run_dir: Path) -> bool:
+    """True when the decode proves that no record position repeats in any source's night,
+    so that ``quarantine_duplicate_positions`` need not look (a job over every row): every
+    work unit's (position, seg_num) keys rise strictly (``decode.PositionRun``), the key
+    ranges of a source's units do not overlap, and none overlaps the positions of the rows
+    held from earlier nights (their Parquet statistics). Anything else (no record of the
+    decode, a unit whose keys do not rise, a held file without statistics): False, and the
+    search runs as before."""
+    path = Path(run_dir) / UNITS_FILE
+    try:
+        units = json.loads(path.read_text())["units"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    runs: dict[str, list] = {}
+    for u in units:
+        p = u.get("positions") or {}
+        if not p.get("rising"):
+            return False
+        if p.get("first") is not None:
+            runs.setdefault(u["source"], []).append((tuple(p["first"]), tuple(p["last"])))
+    for s in manifest["sources"]:
+        ranges = sorted(runs.get(s["name"], []))
+        if any(not a[1] < b[0] for a, b in zip(ranges, ranges[1:])):
+            return False
+        if s.get("prev_held") and ranges:
+            held = _held_range(s["prev_held"])
+            if held is None:
+                return False
+            if held != NO_POSITIONS and any(not (last[0] < held[0] or first[0] > held[1])
+                                        for first, last in ranges):
+                return False
+    return True
+
+
+def quarantine_duplicate_positions(spark, ev, manifest: dict, unique: bool = False):
     """Events -> events: a record position met again in the same source's night (two archives
     that overlap, a record written twice) is quarantined (``duplicate_position``) wherever it
     comes after its first occurrence: rows carried from state first, then archive order, then
@@ -123,6 +189,8 @@ def quarantine_duplicate_positions(spark, ev, manifest: dict):
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
+    if unique:          # the decode proved it (``positions_unique``): nothing to look for
+        return ev
     candidate = F.col("position").isNotNull() & F.col("kind").isin(*POSITION_KINDS)
     key = ["source", "position", "_sn"]
     sn = F.coalesce(F.col("seg_num"), F.lit(0))

@@ -327,7 +327,53 @@ def decode_unit(unit: dict) -> Iterator[pa.RecordBatch]:
         yield from sink.batches()
 
 
-WRITTEN_SCHEMA = "unit_id INT, file STRING, rows BIGINT, bytes BIGINT"
+WRITTEN_SCHEMA = "unit_id INT, file STRING, rows BIGINT, bytes BIGINT, positions STRING"
+UNITS_FILE = "decode_units.json"   # per work unit: its file, rows and position run (run dir)
+# the kinds of rows whose positions must not repeat in a source's night (the ordering's
+# ``duplicate_position`` rule, ``accounting.POSITION_KINDS``)
+POSITION_KINDS = ("change", "segment", "begin", "commit", "abort", "undo")
+
+
+class PositionRun:
+    """The (position, seg_num) keys of a unit's rows of ``POSITION_KINDS``, as written:
+    the first, the last, and whether every key is greater than the one before it. A unit
+    whose keys rise strictly repeats none of them; units of one source whose key ranges do
+    not overlap share none (``accounting.positions_unique``), and the ordering then skips
+    its search for repeated positions. Arrow compute over each batch, no Python per row."""
+
+    def __init__(self) -> None:
+        self.first: list | None = None
+        self.last: list | None = None
+        self.rising = True
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        import pyarrow.compute as pc
+
+        if not self.rising or batch.num_rows == 0:
+            return
+        pos = batch.column("position")
+        mask = pc.and_(pc.is_in(batch.column("kind"), pa.array(POSITION_KINDS)), pc.is_valid(pos))
+        pos = pc.filter(pos, mask)
+        if len(pos) == 0:
+            return
+        sn = pc.fill_null(pc.filter(batch.column("seg_num"), mask), 0)
+        if len(pos) > 1:
+            a, b = pos.slice(0, len(pos) - 1), pos.slice(1)
+            rises = pc.or_(pc.less(a, b), pc.and_(pc.equal(a, b),
+                                                  pc.less(sn.slice(0, len(sn) - 1), sn.slice(1))))
+            if not pc.all(rises).as_py():
+                self.rising = False
+                return
+        first = [pos[0].as_py(), sn[0].as_py()]
+        if self.last is not None and not tuple(self.last) < tuple(first):
+            self.rising = False
+            return
+        if self.first is None:
+            self.first = first
+        self.last = [pos[-1].as_py(), sn[-1].as_py()]
+
+    def to_json(self) -> str:
+        return json.dumps({"first": self.first, "last": self.last, "rising": self.rising})
 # Parquet of the events: snappy (Spark's own default). Dictionary pages only for the columns
 # with few distinct values per file (names, kinds, ops, tables, codes): on the others (offsets,
 # positions, transaction ids, row images) the writer builds a dictionary, finds it too big
@@ -344,30 +390,32 @@ PARQUET_OPTIONS = {"compression": "snappy",
                    "write_statistics": [c for c in EVENT_COLUMNS if c not in EVENT_UNSORTED_COLUMNS]}
 
 
-def write_unit(unit_id: int, unit: dict, out_dir: str) -> tuple[str, int, int]:
+def write_unit(unit_id: int, unit: dict, out_dir: str) -> tuple[str, int, int, str]:
     """Decode one work unit straight into ``<out_dir>/part-<unit_id>.parquet`` with pyarrow,
     batch by batch (memory: one batch). Written under a hidden name (Spark's reader skips
     names starting with ``.``) and renamed when whole, so a retried or speculative attempt
     replaces the file with the same content and a killed one leaves nothing a reader sees.
-    Returns (file name, rows, bytes)."""
+    Returns (file name, rows, bytes, the unit's ``PositionRun`` as JSON)."""
     import pyarrow.parquet as pq
 
     name = f"part-{unit_id:05d}.parquet"
     final = os.path.join(out_dir, name)
     tmp = os.path.join(out_dir, f".{name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
     rows = 0
+    run = PositionRun()
     try:
         with pq.ParquetWriter(tmp, EVENT_SCHEMA, **PARQUET_OPTIONS) as writer:
             for batch in decode_unit(unit):
                 if batch.schema != EVENT_SCHEMA:
                     batch = batch.cast(EVENT_SCHEMA)
                 writer.write_batch(batch)
+                run.add(batch)
                 rows += batch.num_rows
         os.replace(tmp, final)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
-    return name, rows, os.path.getsize(final)
+    return name, rows, os.path.getsize(final), run.to_json()
 
 
 def _write_partition(out_dir: str):
@@ -375,10 +423,11 @@ def _write_partition(out_dir: str):
         for batch in batches:
             for unit_id, payload in zip(batch.column("unit_id").to_pylist(),
                                         batch.column("payload").to_pylist()):
-                name, rows, size = write_unit(unit_id, json.loads(payload), out_dir)
+                name, rows, size, positions = write_unit(unit_id, json.loads(payload), out_dir)
                 yield pa.record_batch([pa.array([unit_id], pa.int32()), pa.array([name]),
-                                       pa.array([rows], pa.int64()), pa.array([size], pa.int64())],
-                                      names=["unit_id", "file", "rows", "bytes"])
+                                       pa.array([rows], pa.int64()), pa.array([size], pa.int64()),
+                                       pa.array([positions])],
+                                      names=["unit_id", "file", "rows", "bytes", "positions"])
     return run
 
 
@@ -409,11 +458,13 @@ def _decode_units(spark, manifest: dict, run_dir: Path) -> str:
     out = Path(run_dir) / EVENTS_DIR
     if out.exists():
         shutil.rmtree(out)      # a rerun of the stage replaces what it wrote
+    (Path(run_dir) / UNITS_FILE).unlink(missing_ok=True)
     out.mkdir(parents=True)
     if not units:
         import pyarrow.parquet as pq
 
         pq.write_table(EVENT_SCHEMA.empty_table(), out / "part-empty.parquet", **PARQUET_OPTIONS)
+        _write_units_file(run_dir, [])
         return str(out)
     units_df = units_frame(spark, [(i, json.dumps(u)) for i, u in enumerate(units)])
     written = units_df.mapInArrow(_write_partition(str(out)), WRITTEN_SCHEMA).collect()
@@ -423,7 +474,18 @@ def _decode_units(spark, manifest: dict, run_dir: Path) -> str:
         missing = sorted(set(range(len(units))) - got)[:10]
         raise RuntimeError(f"decode: work units {missing} of {len(units)} wrote no events "
                            f"file in {out}")
+    _write_units_file(run_dir, [{"source": units[r["unit_id"]]["name"], "file": r["file"],
+                                 "rows": int(r["rows"]), "positions": json.loads(r["positions"])}
+                                for r in sorted(written, key=lambda r: r["unit_id"])])
     return str(out)
+
+
+def _write_units_file(run_dir: Path, units: list[dict]) -> None:
+    """``<run_dir>/decode_units.json``: what each work unit wrote (one entry per unit)."""
+    path = Path(run_dir) / UNITS_FILE
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps({"units": units}))
+    tmp.replace(path)
 
 
 def spark_event_schema():

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from decoders.events import EVENT_COLUMNS
 
-from ..accounting import complete_audit, quarantine_duplicate_positions
+from ..accounting import complete_audit, positions_unique, quarantine_duplicate_positions
 from ..decode import EVENTS_DIR, spark_event_schema
 from ..sparkio import local_frame, run_concurrently, write_parquet
 from ..stage import CARRY_DIR, HELD_DIR, SEQ_FILE
@@ -89,7 +89,7 @@ def read_events(spark, manifest: dict, run_dir: Path, files: SourceFiles | None 
             old = _tagged(files, spark.read.schema(schema).parquet(s["prev_held"]), s["prev_held"]) \
                 .withColumn("source", F.lit(s["name"])).withColumn("from_state", F.lit(True))
             ev = ev.unionByName(old)
-    return quarantine_duplicate_positions(spark, ev, manifest)
+    return quarantine_duplicate_positions(spark, ev, manifest, positions_unique(manifest, run_dir))
 
 
 def resolve(spark, ev, manifest: dict, work: Path, files: SourceFiles | None = None):
