@@ -122,9 +122,12 @@ def write_segments(spark, ev, manifest: dict, work: Path, files: SourceFiles | N
     return _tagged(files, spark.read.schema(empty_groups(spark).schema).parquet(path), path)
 
 
-def write_transactions(spark, ev, groups, work: Path):
-    """``ordering/trx``: one row per transaction with its published change count and, when
-    it gets a ``commit_seq``, its range partition and index (``sequence``)."""
+def write_trx_counts(spark, ev, groups, work: Path):
+    """``ordering/trx_counts``: one row per transaction (``transactions``) with its published
+    change count, written once and read back (the ranking reads it three times: the range
+    partitioner's sample, the numbered transactions, the others; and the audit, quarantine
+    and held rows read it beside the ranking). Returns the frame read back and its rows
+    (from the Parquet footers: no job)."""
     from pyspark.sql import functions as F
 
     trx = transactions(ev)
@@ -135,15 +138,27 @@ def write_transactions(spark, ev, groups, work: Path):
     # join made the query aggregate the events into transactions twice): its changes and
     # its undone changes, counted by hash aggregations, then the transaction's status
     counts = sequence.change_counts(changes, ev)
-    # written once and read back: the ranking below reads it three times (the range
-    # partitioner's sample, the numbered transactions, the others), and recomputing the
-    # transactions and their counts from the events each time cost as much again
     base = str(work / "trx_counts")
     _write(trx.join(hash_side(counts), ["source", "trx_id"], "left")
            .withColumn("event_count", sequence.published_count(
                F.col("status"), F.col("capture_off"), F.col("n_changes"), F.col("n_compensated")))
            .drop("n_changes", "n_compensated"), base)
-    trx = spark.read.parquet(base)
+    return spark.read.parquet(base), parquet_rows(base)
+
+
+def parquet_rows(folder: str | Path) -> int:
+    """Rows of a folder of Parquet files, from their footers."""
+    import pyarrow.parquet as pq
+
+    return sum(pq.ParquetFile(f).metadata.num_rows for f in sorted(Path(folder).iterdir())
+               if f.is_file() and not f.name.startswith((".", "_")))
+
+
+def rank_transactions(spark, trx, work: Path):
+    """``ordering/trx``: ``trx_counts`` with, for the transactions that get a ``commit_seq``,
+    their range partition and index (``sequence``)."""
+    from pyspark.sql import functions as F
+
     ranked = sequence.rank_in_partitions(trx.filter(sequence.numbered(trx)))
     rest = trx.filter(~sequence.numbered(trx)) \
         .withColumn("seq_part", F.lit(None).cast("int")) \
@@ -155,7 +170,12 @@ def write_transactions(spark, ev, groups, work: Path):
 
 def order_stage(spark, manifest: dict, run_dir: Path) -> dict:
     """Write changes, transactions, quarantine, audit and next state under ``run_dir``.
-    Returns per source: commit_seq range and counts (small)."""
+    Returns per source: commit_seq range and counts (small).
+
+    After the transactions are known (``trx_counts``) two chains run side by side: the
+    ``commit_seq`` chain (ranking, the one collect, then the changes, the transactions and
+    the held rows) and the outputs that need no ``commit_seq`` (audit, quarantine, carry),
+    so that the single-task stages of one keep the other core busy."""
     from pyspark.sql import functions as F
 
     run_dir = Path(run_dir)
@@ -170,69 +190,78 @@ def order_stage(spark, manifest: dict, run_dir: Path) -> dict:
     read = read_events(spark, manifest, run_dir, files)
     ev = resolve(spark, read, manifest, work, files)
     groups = write_segments(spark, ev, manifest, work, files)
-    trx = write_transactions(spark, ev, groups, work)
-
-    # the one collect: rows per (range partition, source), their published changes, and
-    # open transactions per source
-    small = trx.groupBy("seq_part", "source").agg(
-        F.count(F.lit(1)).alias("n"), F.min("seq_local").alias("first_local"),
-        F.sum(F.when(F.col("seq_part").isNotNull(), F.col("event_count")).otherwise(0)).alias("n_changes"),
-        F.sum(F.when(F.col("status") == "open", 1).otherwise(0)).alias("n_open")).collect()
-    counts = [(r["seq_part"], r["source"], r["n"], r["first_local"]) for r in small
-              if r["seq_part"] is not None]
-    n_open = sum(int(r["n_open"]) for r in small)
+    trx_counts, n_trx = write_trx_counts(spark, ev, groups, work)
     # a night of few transactions joins them by broadcast: the rows are not shuffled for it
-    few = sum(int(r["n"]) for r in small) <= TRX_BROADCAST_MAX
-    # commit_seq from the offsets as a constant of each query that reads ``trx`` (a
-    # broadcast join with a local table cost each of those queries a job)
-    trx = sequence.with_commit_seq(trx, sequence.partition_offsets(counts, seq_base))
+    few = n_trx <= TRX_BROADCAST_MAX
 
-    # changes: decided on narrow rows (no row image is shuffled); the published rows are
-    # then taken from their files (``wide``)
-    changes = ev.filter(F.col("kind") == "change")
-    if groups is not None:
-        changes = changes.unionByName(reassembled_changes(groups))
-    narrow = changes.select("source", "trx_id", "position", "trx_order", "archive_file",
-                            "record_index", FID, ROW)
-    published = published_changes(narrow, trx.filter(F.col("commit_seq").isNotNull()),
-                                  extra=["commit_seq", "commit_position", "commit_ts"], broadcast=few)
-    seq_rows = seq_columns(sequence.event_seq(published))
     # (one projection per output, not a chain of ``withColumn``: each call has the driver
     # analyse the whole plan again)
     night = {"run_id": F.lit(run_id), "date": F.lit(date)}
+    state_dir = run_dir / STATE
+    by_night = ("source", "date")
+    changes = ev.filter(F.col("kind") == "change")
+    if groups is not None:
+        changes = changes.unionByName(reassembled_changes(groups))
 
-    out_trx = trx.filter(F.col("status") != "open").select(*_columns(TRANSACTION_COLUMNS, night))
-
+    # what needs no commit_seq: buckets and quarantine from the transactions' outcome
     listed = local_frame(spark,
         [(s["name"], s["format"], a["file"]) for s in manifest["sources"] for a in s["archives"]],
         "source STRING, format STRING, archive_file STRING")
     out_audit = complete_audit(
-        spark, manifest, audit(row_buckets(ev, trx, groups, few), listed).withColumns(night), ev,
-        AUDIT_COLUMNS)
-
+        spark, manifest, audit(row_buckets(ev, trx_counts, groups, few), listed).withColumns(night),
+        ev, AUDIT_COLUMNS)
     parts = [decoder_quarantine(ev)]
     if groups is not None:
         pieces = ev.filter(F.col("kind") == "segment")
-        parts.append(segment_quarantine(segment_buckets(pieces, groups, trx, few)))
+        parts.append(segment_quarantine(segment_buckets(pieces, groups, trx_counts, few)))
     parts.append(orphan_quarantine(changes))
     out_q = quarantine(*parts).select(*_columns(QUARANTINE_COLUMNS, night))
 
-    open_trx = trx.filter(F.col("status") == "open")
-    held = held_rows(ev, open_trx, broadcast=n_open <= OPEN_BROADCAST_MAX)
-    state_dir = run_dir / STATE
-    by_night = ("source", "date")
+    small: list = []
     written: dict = {}
 
-    def changes_job() -> None:
-        _deferred(seq_rows, work / SEQ, (FID,))()
-        written.update(write_changes(spark, files, work / SEQ, run_dir / CHANGES, run_id, date))
+    def sequenced() -> None:
+        """The commit_seq chain: rank, the one collect (rows per range partition and
+        source, their published changes, open transactions), then the outputs that need
+        ``commit_seq`` or the open transactions' count."""
+        trx = rank_transactions(spark, trx_counts, work)
+        small.extend(trx.groupBy("seq_part", "source").agg(
+            F.count(F.lit(1)).alias("n"), F.min("seq_local").alias("first_local"),
+            F.sum(F.when(F.col("seq_part").isNotNull(), F.col("event_count")).otherwise(0))
+            .alias("n_changes"),
+            F.sum(F.when(F.col("status") == "open", 1).otherwise(0)).alias("n_open")).collect())
+        counts = [(r["seq_part"], r["source"], r["n"], r["first_local"]) for r in small
+                  if r["seq_part"] is not None]
+        n_open = sum(int(r["n_open"]) for r in small)
+        # commit_seq from the offsets as a constant of each query that reads ``trx`` (a
+        # broadcast join with a local table cost each of those queries a job)
+        trx = sequence.with_commit_seq(trx, sequence.partition_offsets(counts, seq_base))
+        # changes: decided on narrow rows (no row image is shuffled); the published rows
+        # are then taken from their files (``wide``)
+        narrow = changes.select("source", "trx_id", "position", "trx_order", "archive_file",
+                                "record_index", FID, ROW)
+        published = published_changes(narrow, trx.filter(F.col("commit_seq").isNotNull()),
+                                       extra=["commit_seq", "commit_position", "commit_ts"],
+                                       broadcast=few)
+        seq_rows = seq_columns(sequence.event_seq(published))
+        out_trx = trx.filter(F.col("status") != "open").select(*_columns(TRANSACTION_COLUMNS, night))
+        held = held_rows(ev, trx.filter(F.col("status") == "open"),
+                         broadcast=n_open <= OPEN_BROADCAST_MAX)
+
+        def changes_job() -> None:
+            _deferred(seq_rows, work / SEQ, (FID,))()
+            written.update(write_changes(spark, files, work / SEQ, run_dir / CHANGES, run_id, date))
+
+        run_concurrently([
+            changes_job,
+            _deferred(out_trx, run_dir / TRANSACTIONS, by_night),
+            _deferred(held, state_dir / HELD_DIR, ("source",)),
+        ])
 
     run_concurrently([
-        changes_job,
-        _deferred(out_trx, run_dir / TRANSACTIONS, by_night),
+        sequenced,
         _deferred(out_audit, run_dir / AUDIT, by_night),
         _deferred(out_q, run_dir / QUARANTINE, by_night),
-        _deferred(held, state_dir / HELD_DIR, ("source",)),
         _deferred(carry_rows(ev), state_dir / CARRY_DIR, ("source",)),
     ])
 
@@ -244,13 +273,15 @@ def order_stage(spark, manifest: dict, run_dir: Path) -> dict:
     if {k: v for k, v in written.items() if v} != {k: v for k, v in expected.items() if v}:
         raise RuntimeError(f"ordering: changes written per source {written} differ from the "
                            f"transactions' published counts {expected}")
+    counts = [(r["seq_part"], r["source"], r["n"], r["first_local"]) for r in small
+              if r["seq_part"] is not None]
     last = sequence.last_sequences(counts, seq_base)
     summary = {}
     for s in manifest["sources"]:
         base = seq_base[s["name"]]
-        last_seq, n_trx = last.get(s["name"], (base, 0))
+        last_seq, n_numbered = last.get(s["name"], (base, 0))
         summary[s["name"]] = {"seq_base": base, "last_commit_seq": int(last_seq),
-                              "published_transactions": int(n_trx)}
+                              "published_transactions": int(n_numbered)}
         sdir = state_dir / "seq" / s["name"]
         sdir.mkdir(parents=True, exist_ok=True)
         (sdir / SEQ_FILE).write_text(json.dumps({**summary[s["name"]], "date": date, "run_id": run_id}))
