@@ -26,6 +26,9 @@ which names the error. The fast path never accepts a line the careful parser rej
 
 from __future__ import annotations
 
+import os
+import sys
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -374,13 +377,137 @@ def _has_cr(data, buf: np.ndarray) -> bool:
     return bool((buf == 0x0D).any())
 
 
+# ----------------------------------------------------------------- the compiled pass
+
+# ``native.py`` (numba) does the newline scan, the line kinds, the dump-line check and the
+# fixed-column reading in one pass over the text. Loading numba and the cached machine code
+# costs ~0.3-0.5 s of CPU once per process, which pays back after some tens of MB of text:
+# a text of at least NATIVE_MIN_BYTES uses it, and once it is loaded every text of at least
+# NATIVE_LOADED_MIN_BYTES does; also a process that has read NATIVE_AFTER_BYTES by numpy
+# loads it (many ranges of a big night in one Spark worker). A night of small archives
+# never imports numba. ``DBLOG_INFORMIX_NATIVE``: ``auto`` (default), ``1`` (always, where
+# numba loads), ``0`` (never).
+NATIVE_MIN_BYTES = 24 << 20
+NATIVE_LOADED_MIN_BYTES = 256 << 10
+NATIVE_AFTER_BYTES = 64 << 20
+_native_state: dict = {"module": None, "failed": False, "numpy_bytes": 0}
+
+
+def native_mode() -> str:
+    v = os.environ.get("DBLOG_INFORMIX_NATIVE", "auto").strip().lower()
+    return {"1": "always", "true": "always", "always": "always", "0": "never",
+            "false": "never", "never": "never"}.get(v, "auto")
+
+
+def native_wanted(nbytes: int) -> bool:
+    """Whether a text of ``nbytes`` is read by the compiled pass (see above)."""
+    st = _native_state
+    mode = native_mode()
+    if mode == "never" or st["failed"] or sys.byteorder != "little":
+        return False
+    if mode == "always":
+        return True
+    if st["module"] is not None:
+        return nbytes >= NATIVE_LOADED_MIN_BYTES
+    if nbytes >= NATIVE_MIN_BYTES or (nbytes >= NATIVE_LOADED_MIN_BYTES
+                                      and st["numpy_bytes"] + nbytes >= NATIVE_AFTER_BYTES):
+        return True
+    st["numpy_bytes"] += nbytes
+    return False
+
+
+def _native_module():
+    """``native`` with its functions loaded (compiled, or from numba's cache), or None when
+    numba is not installed or does not load (then numpy reads every text)."""
+    st = _native_state
+    if st["module"] is None and not st["failed"]:
+        try:
+            from . import native as nat
+
+            nat.read(np.frombuffer(b"addr\n18 x\n", np.uint8), _native_tables())
+            st["module"] = nat
+        except Exception as exc:  # noqa: BLE001 - numba missing or broken: numpy does it
+            st["failed"] = True
+            print(f"decoders.informix: the compiled pass is not used ({type(exc).__name__}: "
+                  f"{str(exc)[:200]}); numpy reads the texts", file=sys.stderr)
+    return st["module"]
+
+
+_NATIVE_TABLES: tuple | None = None
+
+
+def _dump_masks() -> np.ndarray:
+    """``(17, 8, 4)`` uint64: for every rendering width c (1..16) and every 8-byte word of the
+    64-byte window of a canonical dump line (``_dump_template``), the top bits of its bytes
+    that must be blank, a lower-case hex digit, printable (0x20..0x7e), not 0xff."""
+    out = np.zeros((17, 8, 4), np.uint64)
+    for c, (tpl, lim1, off, lim2) in _DUMP_TEMPLATES.items():
+        for q in range(_DUMP_WIDTH):
+            t, a, o, b = int(tpl[q]), int(lim1[q]), int(off[q]), int(lim2[q])
+            if (t, a, o, b) == (0x20, 1, 0, 0):
+                cls = 0                      # blank
+            elif (t, a, o, b) == (0x30, 10, 0x51, 6):
+                cls = 1                      # 0-9 a-f
+            elif (t, a, o, b) == (0, 0, 0x20, 0x5F):
+                cls = 2                      # 0x20..0x7e
+            elif (t, a, o, b) == (0, 0, 0, 0xFF):
+                cls = 3                      # anything but 0xff
+            else:
+                raise RuntimeError(f"dump template column {q} of width {c} has no class")
+            out[c, q // 8, cls] |= np.uint64(0x80 << (8 * (q % 8)))
+    return out
+
+
+def _native_tables() -> tuple:
+    """The arguments of ``native.scan`` after the text: the header line, the record types
+    (perfect hash of the short names, the long ones as two words) and the columns of every
+    type (count, kinds, rest of line)."""
+    global _NATIVE_TABLES
+    if _NATIVE_TABLES is None:
+        kind_code = {L.HEX: 0, L.DEC: 1, L.ASCII: 2, L.USED_FREE: 3, L.DATE: 4, L.TIME: 5}
+        maxc = max(1, max(len(c) for c in L.RECORD_TYPES.values()))
+        ncols = np.zeros(N_TYPES, np.int64)
+        kinds = np.zeros((N_TYPES, maxc), np.int64)
+        rest = np.zeros(N_TYPES, np.bool_)
+        for code, t in enumerate(TYPE_NAMES):
+            cols = L.RECORD_TYPES[t]
+            ncols[code] = len(cols)
+            for k, (_n, kind, _l) in enumerate(cols):
+                kinds[code, k] = kind_code[kind]
+            rest[code] = t in L.REST_OF_LINE
+        longs = [t for t in TYPE_NAMES if 8 < len(t) < F.TYPE_MAX]
+        lkeys = np.zeros((len(longs), 2), np.uint64)
+        for i, t in enumerate(longs):
+            b = t.encode().ljust(16, b"\0")
+            lkeys[i] = (int.from_bytes(b[:8], "little"), int.from_bytes(b[8:], "little"))
+        lcode = np.array([TYPE_CODE[t.encode()] for t in longs], np.int64)
+        if F._TYPE_HASH is None:
+            raise RuntimeError("no perfect hash of the record type names")
+        mul, table = F._TYPE_HASH
+        _NATIVE_TABLES = (np.frombuffer(L.HEADER_LINE.encode(), np.uint8).copy(), _dump_masks(),
+                          F.U64(mul),
+                          F.U64(64 - F._HASH_BITS), table.astype(np.int64),
+                          F._TYPE_KEYS.astype(np.uint64), _KEY_CODE.astype(np.int64), lkeys,
+                          lcode, ncols, kinds, rest, maxc)
+    return _NATIVE_TABLES
+
+
 class Text:
     """The lines of one onlog text, classified: blank, dump, header, record, and indented
     lines that are none of those (``LINE_INDENTED``: quarantined, never dropped)."""
 
-    def __init__(self, data) -> None:
+    def __init__(self, data, native: bool | None = None) -> None:
         buf = self.buf = as_uint8(data)
         n = self.size = len(buf)
+        self._data = data
+        self._array = None
+        self.native = None               # the compiled pass's record lines (native.py)
+        if native is None:
+            native = native_wanted(n)
+        nat = _native_module() if native else None
+        if nat is not None:
+            self._init_native(nat, buf)
+            return
         nl = np.flatnonzero(buf == 0x0A)
         k = len(nl)
         m = k if n == 0 or buf[-1] == 0x0A else k + 1      # an unterminated last line counts
@@ -403,8 +530,6 @@ class Text:
             ends = ends - cut
         self.starts, self.ends = starts, ends
         self.n_lines = m = len(starts)
-        self.array = _lines_array(data if isinstance(data, (bytes, bytearray)) else buf.tobytes(),
-                                  starts, n) if m else None
         kind = np.full(m, LINE_BLANK, dtype=np.int8)
         if m:
             nonempty = ends > starts
@@ -437,6 +562,43 @@ class Text:
             maybe = cand[(head4 & F.U64(0xFFFFFFFF)) == _ADDR_WORD]
             kind[maybe[_matches(self.array, maybe, _HEADER_LINE)]] = LINE_HEADER
         self.kind = kind
+
+    @property
+    def array(self) -> pa.Array | None:
+        """Every line (with its line end) as one zero-copy Arrow array (built on first use)."""
+        if self._array is None and self.n_lines:
+            data = self._data
+            self._array = _lines_array(data if isinstance(data, (bytes, bytearray))
+                                       else self.buf.tobytes(), self.starts, self.size)
+        return self._array
+
+    def _init_native(self, nat, buf: np.ndarray) -> None:
+        """Lines, kinds and the record lines' fixed columns from the compiled pass
+        (``native.scan``); the lines it leaves to the regular expressions are classified
+        here as in ``__init__``."""
+        (starts, ends, kind, cr, rline, fit, addr, xid, link, tcode,
+         cols) = nat.read(buf, _native_tables())
+        m = len(starts)
+        self.starts, self.ends, self.n_lines, self.cr = starts, ends, m, bool(cr)
+        self.complete = np.ones(m, dtype=bool)
+        if m and buf[-1] != 0x0A:
+            self.complete[-1] = False
+        pend = np.flatnonzero(kind == nat.PENDING_INDENT)
+        if len(pend):
+            dump = _matches(self.array, pend, DUMP_LINE)
+            kind[pend[dump]] = LINE_DUMP
+            rest = pend[~dump]
+            blank = _matches(self.array, rest, _BLANK_LINE)
+            head = _matches(self.array, rest, _HEADER_LINE)
+            kind[rest] = LINE_BLANK
+            kind[rest[head]] = LINE_HEADER
+            kind[rest[~blank & ~head]] = LINE_INDENTED
+        pend = np.flatnonzero(kind == nat.PENDING_HEAD)
+        if len(pend):
+            kind[pend] = LINE_RECORD
+            kind[pend[_matches(self.array, pend, _HEADER_LINE)]] = LINE_HEADER
+        self.kind = kind
+        self.native = (rline, fit, addr, xid, link, tcode, cols)
 
     def line(self, i: int) -> bytes:
         return bytes(self.buf[self.starts[i]:self.ends[i]])
@@ -690,12 +852,16 @@ class Records:
         self.cs: dict[int, np.ndarray] = {}      # start in text.buf
         self.ce: dict[int, np.ndarray] = {}      # end
         self.cv: dict[int, np.ndarray] = {}      # the word of a hex, date or time column
-        s = text.starts[lines]
-        e = text.ends[lines]
-        cand = np.flatnonzero((text.kind[lines] == LINE_RECORD) & (e - s >= F.MIN_LEN)
-                              & (e - s <= F.WIN - F.SLACK) & (s + F.WIN <= text.size))
-        if len(cand):
-            self._fixed(cand, s[cand], e[cand])
+        self._cols = None                        # compiled pass: (start, end) in the line
+        if text.native is not None:
+            self._from_native(text.native)
+        else:
+            s = text.starts[lines]
+            e = text.ends[lines]
+            cand = np.flatnonzero((text.kind[lines] == LINE_RECORD) & (e - s >= F.MIN_LEN)
+                                  & (e - s <= F.WIN - F.SLACK) & (s + F.WIN <= text.size))
+            if len(cand):
+                self._fixed(cand, s[cand], e[cand])
         rest = np.flatnonzero(~self.fit)
         self.rest = rest
         self.tok_row = np.full(n, -1, np.int64)
@@ -708,6 +874,53 @@ class Records:
             self.xid[rest] = tok.xid
             self.link[rest] = tok.link
             self.tcode[rest] = tok.tcode
+
+    def _from_native(self, nat) -> None:
+        """The fixed-column reading the compiled pass did (``native.scan``) for these lines:
+        its rows are the lines it took for record lines (a line the regular expression
+        found a header is dropped, an indented line is added: not fit)."""
+        rline, fit, addr, xid, link, tcode, cols = nat
+        lines = self.lines
+        if len(rline) == len(lines) and (rline == lines).all():
+            idx = np.arange(len(lines))
+            hit = np.ones(len(lines), bool)
+        else:
+            idx = np.minimum(np.searchsorted(rline, lines), max(len(rline) - 1, 0))
+            hit = rline[idx] == lines if len(rline) else np.zeros(len(lines), bool)
+        f = fit[idx] & hit if len(rline) else hit
+        self.fit = f
+        self.addr = np.where(f, addr[idx], 0).astype(np.uint64) if len(rline) else self.addr
+        self.xid = np.where(f, xid[idx], 0).astype(np.uint64) if len(rline) else self.xid
+        self.link = np.where(f, link[idx], 0).astype(np.uint64) if len(rline) else self.link
+        if len(rline):
+            self.tcode = np.where(f, tcode[idx], UNKNOWN_TYPE).astype(np.int16)
+            self._cols = cols[idx]
+        else:
+            self._cols = np.zeros((len(lines), 2), np.uint8)
+        self._line_s = self.text.starts[lines]
+
+    def _cs(self, j: int, rows: np.ndarray) -> np.ndarray:
+        """Start in ``text.buf`` of column j of ``rows`` (read by fixed columns)."""
+        if self._cols is None:
+            return self.cs[j][rows]
+        return self._line_s[rows] + self._cols[rows, 2 * (j - L.N_HEADER)]
+
+    def _ce(self, j: int, rows: np.ndarray) -> np.ndarray:
+        if self._cols is None:
+            return self.ce[j][rows]
+        return self._line_s[rows] + self._cols[rows, 2 * (j - L.N_HEADER) + 1]
+
+    def _cv(self, j: int, rows: np.ndarray) -> np.ndarray:
+        """The 64-bit word at column j of ``rows`` (only its bytes up to the column's end
+        are read by the callers)."""
+        if self._cols is None:
+            return self._col(self.cv, j, np.uint64)[rows]
+        w = F.words(self.text.buf)
+        return w[np.minimum(self._cs(j, rows), max(len(w) - 1, 0))] if len(w) else \
+            np.zeros(len(rows), np.uint64)
+
+    def _has_ce(self, j: int) -> bool:
+        return self._cols is not None or j in self.ce
 
     def _col(self, d: dict, j: int, dtype) -> np.ndarray:
         got = d.get(j)
@@ -871,8 +1084,8 @@ class Records:
         """(values, canonical) of hex column j of ``rows`` read by fixed columns (from its
         word and length); canonical: printed as ``format(v, "x")`` (lower case, no leading
         zero)."""
-        w = self._col(self.cv, j, np.uint64)[rows]
-        tk = np.clip(self.ce[j][rows] - self.cs[j][rows], 1, 8) if j in self.ce else \
+        w = self._cv(j, rows)
+        tk = np.clip(self._ce(j, rows) - self._cs(j, rows), 1, 8) if self._has_ce(j) else \
             np.ones(len(rows), np.int64)
         hb = _HB[tk]
         upper = F.hex_flags(w) & ~F.dec_flags(w) & ~(w << F.U64(2)) & hb
@@ -899,7 +1112,7 @@ class Records:
         if len(fi):
             canon[fi] = self._hex(j, rows[fi])[1]
         return self._merge_mask(
-            rows, canon, lambda r: word_strings(self.cv[j][r], self.ce[j][r] - self.cs[j][r]),
+            rows, canon, lambda r: word_strings(self._cv(j, r), self._ce(j, r) - self._cs(j, r)),
             lambda r: hex_text(self.hex_column(j, r)[0]))
 
     @staticmethod
@@ -932,12 +1145,12 @@ class Records:
     def columns_text(self, rows: np.ndarray) -> pa.Array:
         """The text after the header (from the first column to the line end) of ``rows``,
         lines read by fixed columns whose type has columns."""
-        return substrings(self.text.buf, self.cs[L.N_HEADER][rows],
+        return substrings(self.text.buf, self._cs(L.N_HEADER, rows),
                           self.text.ends[self.lines[rows]])
 
     def rest_of_line(self, j: int, rows: np.ndarray) -> pa.Array:
         return self._merge_mask(
-            rows, self.fit[rows], lambda r: substrings(self.text.buf, self.cs[j][r], self.ce[j][r]),
+            rows, self.fit[rows], lambda r: substrings(self.text.buf, self._cs(j, r), self._ce(j, r)),
             lambda r: self.tok.rest_of_line(j, self.tok_row[r]))
 
     def local_seconds(self, j: int, rows: np.ndarray) -> np.ndarray:
@@ -945,7 +1158,7 @@ class Records:
         fi, ti = self._split(rows)
         out = np.zeros(len(rows), np.int64)
         if len(fi):
-            dw, tw = self.cv[j][rows[fi]], self.cv[j + 1][rows[fi]]
+            dw, tw = self._cv(j, rows[fi]), self._cv(j + 1, rows[fi])
             mm, dd, yy = (_two_of(dw, k) for k in (0, 3, 6))
             year = np.where(yy >= L.YEAR_PIVOT, 1900 + yy, 2000 + yy)
             days = _days_from_civil(year, mm, dd)

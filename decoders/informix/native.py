@@ -1,0 +1,479 @@
+"""One compiled pass over an ``onlog`` text (numba): lines, line kinds, record lines by fixed
+columns (issue 13).
+
+``columns.Text`` and ``columns.Records`` find the lines with a newline scan, classify them with
+masks, check ``-l`` dump lines on a byte matrix and read the record lines by fixed columns as
+64-bit words: each of those is a pass over memory, and their sum is what the decode costs.
+``scan`` does all of it in one loop over the text, line by line, with the same rules and the
+same 64-bit word arithmetic (``fixed.py``: byte classes as the top bit of every byte), and
+gives what those passes give:
+
+* every line's start and end (a ``\\r`` before the newline cut) and its kind: blank, dump line
+  laid out the canonical way (``columns.canonical_dumps``: the masks of every column class per
+  rendering width, ``dump_masks``), the exact header line, record line; an indented line that
+  is not a canonical dump line (``PENDING_INDENT``) and a record line starting with ``addr``
+  that is not the exact header line (``PENDING_HEAD``) are left to the regular expressions of
+  ``columns.Text``, as there;
+* for every record line (``PENDING_HEAD`` lines too), the fixed-column reading of
+  ``columns.Records._fixed`` / ``_columns``: whether the line fits, addr, xid, link, the
+  record type, and where each column after the header starts and ends (offsets in the line,
+  one byte each: a line read this way is at most ``fixed.WIN - fixed.SLACK`` bytes).
+
+A line that does not fit goes to the token reader exactly as before, so what ``Records``
+gives is the same either way (tests/test_informix_native.py compares both paths).
+
+Words are read unaligned and little-endian (``_load64``; ``columns`` uses this module only on
+a little-endian machine). numba compiles the functions on first use and caches the machine
+code (``cache=True``: ``__pycache__`` beside this file, or numba's user-wide cache
+directory); importing numba and loading the cached code costs ~0.3-0.5 s of CPU per process,
+so ``columns`` uses this pass only for big texts (``columns.native_wanted``) and falls back
+to numpy when numba is not installed or does not load.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.cpython.unsafe.numbers import trailing_zeros
+from numba.extending import intrinsic
+
+# line kinds (columns.LINE_*), and the two left to the regular expressions
+BLANK, DUMP, HEADER, RECORD, INDENTED = 0, 1, 2, 3, 4
+PENDING_INDENT, PENDING_HEAD = 5, 6
+
+# column kinds (per record type, ``kinds`` table)
+K_HEX, K_DEC, K_ASCII, K_USED_FREE, K_DATE, K_TIME = 0, 1, 2, 3, 4, 5
+# dump-line column classes (``dump_masks``)
+D_BLANK, D_HEX, D_PRINT, D_NOT_FF = 0, 1, 2, 3
+
+_OPTS = dict(cache=True, nogil=True, boundscheck=False)
+# helpers are inlined into ``scan`` by numba (no call, no reference counting of the arrays
+# passed per call: that cost ~100 ns a line)
+_INL = dict(_OPTS, inline="always")
+
+U = np.uint64
+HIGH = U(0x8080808080808080)
+LOW7 = U(0x7F7F7F7F7F7F7F7F)
+ONES = U(0x0101010101010101)
+BLANKS = U(0x2020202020202020)
+NLS = U(0x0A0A0A0A0A0A0A0A)
+FF = U(0xFF)
+# _BYTE[k]: the low k bytes; _HB[k]: their top bits
+_BYTE = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [(1 << 64) - 1], dtype=np.uint64)
+_HB = _BYTE & HIGH
+_USED = U(int.from_bytes(b"USED", "little"))
+_FREE = U(int.from_bytes(b"FREE", "little"))
+_STAMP_DIGITS = U(0x8080008080008080)          # bytes 0, 1, 3, 4, 6, 7
+
+
+@intrinsic
+def _load64(typingctx, arr, idx):
+    """The little-endian 64-bit word at byte ``idx`` of a uint8 array (unaligned load)."""
+    if not (isinstance(arr, types.Array) and arr.dtype == types.uint8):
+        return None
+    sig = types.uint64(arr, idx)
+
+    def codegen(context, builder, signature, args):
+        ary = context.make_array(signature.args[0])(context, builder, args[0])
+        i = context.cast(builder, args[1], signature.args[1], types.intp)
+        ptr = builder.gep(ary.data, [i])
+        return builder.load(builder.bitcast(ptr, ir.IntType(64).as_pointer()), align=1)
+
+    return sig, codegen
+
+
+# -- byte classes of a word (fixed.py): the top bit of every byte that is in the class
+
+@njit(**_INL)
+def _eq_flags(x, pattern):
+    z = x ^ pattern
+    return ~(((z & LOW7) + LOW7) | z) & HIGH
+
+
+@njit(**_INL)
+def _range_flags(x, add_lo, add_hi):
+    """Bytes in [lo, hi] (7-bit): add_lo = 0x80 - lo, add_hi = 0x7f - hi (per byte)."""
+    y = x & LOW7
+    return (y + add_lo) & ~(y + add_hi) & ~x & HIGH
+
+
+@njit(**_INL)
+def _blank(x):
+    return _eq_flags(x, BLANKS)
+
+
+@njit(**_INL)
+def _dec(x):
+    return _range_flags(x, U(0x5050505050505050), U(0x4646464646464646))
+
+
+@njit(**_INL)
+def _hex(x):
+    y = (x | BLANKS) & LOW7
+    letter = (y + U(0x1F1F1F1F1F1F1F1F)) & ~(y + U(0x1919191919191919))
+    return _dec(x) | (letter & ~x & HIGH)
+
+
+@njit(**_INL)
+def _lower_hex(x):
+    return _dec(x) | _range_flags(x, U(0x1F1F1F1F1F1F1F1F), U(0x1919191919191919))
+
+
+@njit(**_INL)
+def _printable(x):
+    """0x21..0x7e."""
+    return _range_flags(x, U(0x5F5F5F5F5F5F5F5F), ONES)
+
+
+@njit(**_INL)
+def _print_or_blank(x):
+    """0x20..0x7e."""
+    return _range_flags(x, U(0x6060606060606060), ONES)
+
+
+@njit(**_INL)
+def _first_unset(flags, width):
+    """Index of the first byte (< width) whose top bit is not set (width if none)."""
+    miss = ~flags & _HB[width]
+    if miss == 0:
+        return width
+    return np.int64(trailing_zeros(miss) >> U(3))
+
+
+@njit(**_INL)
+def _byte_of(x, k):
+    return np.int64((x >> U(8 * k)) & FF)
+
+
+@njit(**_INL)
+def _field(x, width, hexa):
+    """A left-aligned number in the low ``width`` bytes of x: its digit count, or -1 when
+    it is not one (no digit, or something but blanks after the digits)."""
+    digit = _hex(x) if hexa else _dec(x)
+    k = _first_unset(digit, width)
+    rest = _HB[width] & ~_HB[k]
+    if k < 1 or (_blank(x) & rest) != rest:
+        return -1
+    return k
+
+
+@njit(**_INL)
+def _value(x, k, hexa):
+    v = U(0)
+    for q in range(k):
+        c = _byte_of(x, q)
+        if hexa:
+            d = c - 48 if c <= 57 else (c - 87 if c >= 97 else c - 55)
+            v = (v << U(4)) | U(d)
+        else:
+            v = v * U(10) + U(c - 48)
+    return v
+
+
+@njit(**_INL)
+def _two(x, k):
+    return (_byte_of(x, k) - 48) * 10 + _byte_of(x, k + 1) - 48
+
+
+@njit(**_INL)
+def _stamp(x, date):
+    """x is a valid MM/DD/YY (date) or HH:MM:SS (``columns._stamp_ok``)."""
+    if (_dec(x) & _STAMP_DIGITS) != _STAMP_DIGITS:
+        return False
+    sep = 47 if date else 58
+    if _byte_of(x, 2) != sep or _byte_of(x, 5) != sep:
+        return False
+    a = _two(x, 0)
+    b = _two(x, 3)
+    c = _two(x, 6)
+    if not date:
+        return a < 24 and b < 60 and c < 60
+    if a < 1 or a > 12 or b < 1:
+        return False
+    year = 1900 + c if c >= 70 else 2000 + c
+    dim = 31
+    if a == 4 or a == 6 or a == 9 or a == 11:
+        dim = 30
+    elif a == 2:
+        dim = 29 if (year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)) else 28
+    return b <= dim
+
+
+@njit(**_INL)
+def _at(buf, s, length, o):
+    """The word at column o of the line at s (bytes past its end read as blanks); the
+    caller makes sure that s + o + 8 is inside the buffer."""
+    v = length - o
+    if v <= 0:
+        return BLANKS
+    w = _load64(buf, s + o)
+    if v >= 8:
+        return w
+    keep = _BYTE[v]
+    return (w & keep) | (BLANKS & ~keep)
+
+
+@njit(**_INL)
+def _newline(buf, i, n):
+    """Index of the first newline at or after i (n if none)."""
+    while i + 8 <= n:
+        w = _load64(buf, i) ^ NLS
+        t = (w - ONES) & ~w & HIGH
+        if t != 0:
+            return i + np.int64(trailing_zeros(t) >> U(3))
+        i += 8
+    while i < n and buf[i] != 10:
+        i += 1
+    return i
+
+
+@njit(**_INL)
+def _dump(buf, s, c, masks):
+    """The canonical dump line of c rendered bytes at s (64 bytes readable from s)."""
+    for k in range(8):
+        w = _load64(buf, s + 8 * k)
+        m = masks[c, k, D_BLANK]
+        if m != 0 and (_blank(w) & m) != m:
+            return False
+        m = masks[c, k, D_HEX]
+        if m != 0 and (_lower_hex(w) & m) != m:
+            return False
+        m = masks[c, k, D_PRINT]
+        if m != 0 and (_print_or_blank(w) & m) != m:
+            return False
+        m = masks[c, k, D_NOT_FF]
+        if m != 0 and (_eq_flags(w, ~U(0)) & m) != 0:
+            return False
+    return True
+
+
+@njit(**_INL)
+def _record(buf, s, length, r, hmul, hshift, htable, hkeys, hcode, lkeys, lcode,
+            ncols, kinds, rest, addr, xid, link, tcode, cols):
+    """The fixed-column reading of one record line (``columns.Records._fixed``, the same
+    rules word for word): True if it fits; then its header fields go to row r and the
+    columns' (start, end) offsets to ``cols[r]``. At least 112 bytes are readable from s."""
+    if length < 36 or length > 96:
+        return False
+    k = _field(_at(buf, s, length, 0), 8, True)            # addr
+    if k < 0:
+        return False
+    a = _value(_at(buf, s, length, 0), k, True)
+    b = _at(buf, s, length, 8)                              # blank, len, blank
+    if (b & FF) != U(0x20) or ((b >> U(40)) & FF) != U(0x20) or _field(b >> U(8), 4, False) < 0:
+        return False
+    c1 = _at(buf, s, length, 14)                            # the type name
+    c2 = _at(buf, s, length, 22)
+    nb1 = _blank(c1)
+    tl = _first_unset(~nb1 & HIGH, 8)
+    if tl == 8:
+        tl = 8 + _first_unset(~_blank(c2) & HIGH, 8)
+    if tl < 1 or tl >= 16:
+        return False
+    if tl <= 8:
+        pad = _HB[8] & ~_HB[tl]
+        if (nb1 & pad) != pad or (c2 & FF) != U(0x20):
+            return False
+    sh = tl - 8 if tl > 8 else 0
+    if length < 36 + sh:
+        return False
+    w = _at(buf, s, length, 23 + sh)                        # xid
+    k = _field(w, 8, False)
+    if k < 0:
+        return False
+    x = _value(w, k, False)
+    q = _at(buf, s, length, 31 + sh)                        # blank, id, blank
+    if (q & FF) != U(0x20) or ((q >> U(24)) & FF) != U(0x20) or _field(q >> U(8), 2, False) < 0:
+        return False
+    w = _at(buf, s, length, 35 + sh)                        # link
+    k = _field(w, 8, True)
+    if k < 0:
+        return False
+    ln = _value(w, k, True)
+    extra = length > 43 + sh
+    if extra and (buf[s + 43 + sh] != 32 or length <= 44 + sh):
+        return False
+    code = -1
+    if tl <= 8:
+        i = htable[(c1 * hmul) >> hshift]
+        if i >= 0 and hkeys[i] == c1:
+            code = hcode[i]
+    else:
+        k2 = c2 & _BYTE[tl - 8]
+        for i in range(lkeys.shape[0]):
+            if lkeys[i, 0] == c1 and lkeys[i, 1] == k2:
+                code = lcode[i]
+                break
+    if code < 0:
+        return False
+    # the columns of the type, one blank apart
+    nc = ncols[code]
+    if (nc == 0) == extra:
+        return False
+    p = min(44 + sh, length)
+    e = length
+    for kk in range(nc):
+        kind = kinds[code, kk]
+        last = kk == nc - 1
+        if last and rest[code]:
+            if e - p < 1 or e - p > 64:
+                return False
+            o = p
+            while o < e:                    # printable or tab
+                v = min(e - o, 8)
+                w = _load64(buf, s + o)
+                m = _HB[v]
+                if ((_print_or_blank(w) | _eq_flags(w, U(0x0909090909090909))) & m) != m:
+                    return False
+                o += 8
+            if buf[s + e - 1] <= 32 or buf[s + p] <= 32:
+                return False
+            cols[r, 2 * kk] = p
+            cols[r, 2 * kk + 1] = e
+            break
+        w = _at(buf, s, length, p)
+        tk = _first_unset(~_blank(w) & HIGH, 8)
+        if kind == K_ASCII and tk == 8:
+            w2 = _at(buf, s, length, p + 8)
+            tk2 = _first_unset(~_blank(w2) & HIGH, 8)
+            hb2 = _HB[tk2]
+            if (_printable(w2) & hb2) != hb2:
+                return False
+            tk += tk2
+        nxt = p + tk
+        if last:
+            if nxt != e:
+                return False
+        elif nxt == e or buf[s + nxt] != 32:
+            return False
+        hb = _HB[min(tk, 8)]
+        if kind == K_HEX:
+            if tk < 1 or (_hex(w) & hb) != hb:
+                return False
+        elif kind == K_DEC:
+            fl = _dec(w)
+            if (w & FF) == U(0x2D) and tk >= 2:
+                fl |= U(0x80)
+            if tk < 1 or (fl & hb) != hb:
+                return False
+        elif kind == K_DATE or kind == K_TIME:
+            if tk != 8 or not _stamp(w, kind == K_DATE):
+                return False
+        elif kind == K_USED_FREE:
+            word = w & U(0xFFFFFFFF)
+            if tk != 4 or (word != _USED and word != _FREE):
+                return False
+        else:
+            if tk < 1 or (_printable(w) & hb) != hb:
+                return False
+        cols[r, 2 * kk] = p
+        cols[r, 2 * kk + 1] = nxt
+        p = min(nxt + 1, e)
+    addr[r] = a
+    xid[r] = x
+    link[r] = ln
+    tcode[r] = code
+    return True
+
+
+@njit(**_OPTS)
+def scan(buf, starts, ends, kind, rline, fit, addr, xid, link, tcode, cols, header, masks, hmul,
+         hshift, htable, hkeys, hcode, lkeys, lcode, ncols, kinds, rest):
+    """Lines and record lines of one onlog text (see the module's docstring) into the arrays
+    given (``alloc``): every line's start, end and kind, and per record line (kinds RECORD
+    and PENDING_HEAD, in order) its line, fit, header fields, type code and the (start, end)
+    of every column in the line. Returns (lines, record lines, whether a \r was cut); lines
+    -1 when there were more lines than room (the arrays are not grown here: an array
+    variable reassigned in the loop costs reference counting on every line)."""
+    n = buf.shape[0]
+    cap = starts.shape[0]
+    hl = header.shape[0]
+    m = 0
+    nr = 0
+    cr = False
+    i = 0
+    while i < n:
+        s = i
+        if m == cap:
+            return -1, nr, cr
+        c = buf[s]
+        # the usual dump line: 16 bytes rendered, 61 bytes and a newline
+        if c == 32 and s + 64 <= n and buf[s + 61] == 10 and buf[s + 60] != 13 \
+                and _dump(buf, s, 16, masks):
+            starts[m] = s
+            ends[m] = s + 61
+            kind[m] = DUMP
+            m += 1
+            i = s + 62
+            continue
+        e = _newline(buf, s, n)
+        i = e + 1
+        if e > s and buf[e - 1] == 13:
+            e -= 1
+            cr = True
+        starts[m] = s
+        ends[m] = e
+        length = e - s
+        if length == 0:
+            kind[m] = BLANK
+            m += 1
+            continue
+        if c == 32 or (9 <= c <= 13):
+            dc = length - 45
+            ok = 1 <= dc <= 16 and s + 64 <= n and _dump(buf, s, dc, masks)
+            kind[m] = DUMP if ok else PENDING_INDENT
+            m += 1
+            continue
+        k = RECORD
+        if (c | 32) == 97 and length >= 4 and (buf[s + 1] | 32) == 100 \
+                and (buf[s + 2] | 32) == 100 and (buf[s + 3] | 32) == 114:
+            k = PENDING_HEAD
+            if length == hl:
+                k = HEADER
+                for q in range(hl):
+                    if buf[s + q] != header[q]:
+                        k = PENDING_HEAD
+                        break
+        kind[m] = k
+        m += 1
+        if k == HEADER:
+            continue
+        rline[nr] = m - 1
+        if s + 112 <= n and _record(buf, s, length, nr, hmul, hshift, htable, hkeys, hcode,
+                                    lkeys, lcode, ncols, kinds, rest, addr, xid, link, tcode,
+                                    cols):
+            fit[nr] = True
+        else:
+            fit[nr] = False
+            addr[nr] = 0
+            xid[nr] = 0
+            link[nr] = 0
+            tcode[nr] = -1
+        nr += 1
+    return m, nr, cr
+
+
+def alloc(cap: int, maxc: int) -> tuple:
+    """The output arrays of ``scan`` for ``cap`` lines (``np.empty``: pages past what is
+    written are never touched)."""
+    return (np.empty(cap, np.int64), np.empty(cap, np.int64), np.empty(cap, np.int8),
+            np.empty(cap, np.int64), np.empty(cap, np.bool_), np.empty(cap, np.uint64),
+            np.empty(cap, np.uint64), np.empty(cap, np.uint64), np.empty(cap, np.int16),
+            np.empty((cap, 2 * maxc), np.uint8))
+
+
+def read(buf: np.ndarray, tables: tuple) -> tuple:
+    """``scan`` of ``buf``: (starts, ends, kind, cr, rline, fit, addr, xid, link, tcode,
+    cols), arrays cut to the lines and record lines found. ``tables``: the arguments after
+    the output arrays, then the most columns of a type."""
+    *args, maxc = tables
+    n = len(buf)
+    out = alloc(n // 40 + 16, maxc)
+    m, nr, cr = scan(buf, *out, *args)
+    if m < 0:                         # short lines: room for every line
+        out = alloc(int(np.count_nonzero(buf == 10)) + 1, maxc)
+        m, nr, cr = scan(buf, *out, *args)
+    starts, ends, kind = out[0][:m], out[1][:m], out[2][:m]
+    rline, fit, addr, xid, link, tcode, cols = (a[:nr] for a in out[3:])
+    return starts, ends, kind, bool(cr), rline, fit, addr, xid, link, tcode, cols
