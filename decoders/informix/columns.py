@@ -172,6 +172,28 @@ def substrings_binary(buf: np.ndarray, s: np.ndarray, e: np.ndarray,
     return _spans(buf, s, e, valid).cast(pa.binary())
 
 
+def binary_spans(buf: np.ndarray, s: np.ndarray, e: np.ndarray, valid: np.ndarray) -> pa.Array:
+    """``substrings_binary`` by the compiled pass's copy (``native.spans``: one loop, no
+    Arrow take), where it is loaded."""
+    nat = _native_state["module"]
+    n = len(s)
+    if nat is None or n == 0:
+        return substrings_binary(buf, s, e, valid)
+    s = np.asarray(s, np.int64)
+    lens = np.maximum(np.asarray(e, np.int64) - s, 0)
+    total = int(lens.sum())
+    if total >= 1 << 31:
+        return substrings_binary(buf, s, e, valid)
+    off = np.empty(n + 1, np.int32)
+    off[0] = 0
+    np.cumsum(lens, out=off[1:])
+    data = pa.allocate_buffer(total + 8)         # room for the last word copied
+    nat.copy_spans(buf, s, off, np.frombuffer(data, np.uint8))
+    nulls = n - int(np.count_nonzero(valid))
+    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None
+    return pa.BinaryArray.from_buffers(pa.binary(), n, [bitmap, pa.py_buffer(off), data], nulls)
+
+
 def word_strings(w: np.ndarray, k: np.ndarray) -> pa.Array:
     """The first ``k`` (0..8) bytes of every 64-bit word (printable ASCII) as Arrow strings."""
     n = len(w)
@@ -576,15 +598,15 @@ class Text:
         """Lines, kinds and the record lines' fixed columns from the compiled pass
         (``native.scan``); the lines it leaves to the regular expressions are classified
         here as in ``__init__``."""
-        (starts, ends, kind, cr, rline, fit, addr, xid, link, tcode,
-         cols) = nat.read(buf, _native_tables())
-        m = len(starts)
-        self.starts, self.ends, self.n_lines, self.cr = starts, ends, m, bool(cr)
+        r = nat.read(buf, _native_tables())
+        kind = r.kind
+        m = len(r.starts)
+        self.starts, self.ends, self.n_lines, self.cr = r.starts, r.ends, m, r.cr
         self.complete = np.ones(m, dtype=bool)
         if m and buf[-1] != 0x0A:
             self.complete[-1] = False
-        pend = np.flatnonzero(kind == nat.PENDING_INDENT)
-        if len(pend):
+        if r.pending:
+            pend = np.flatnonzero(kind == nat.PENDING_INDENT)
             dump = _matches(self.array, pend, DUMP_LINE)
             kind[pend[dump]] = LINE_DUMP
             rest = pend[~dump]
@@ -593,12 +615,12 @@ class Text:
             kind[rest] = LINE_BLANK
             kind[rest[head]] = LINE_HEADER
             kind[rest[~blank & ~head]] = LINE_INDENTED
-        pend = np.flatnonzero(kind == nat.PENDING_HEAD)
-        if len(pend):
+        if r.heads:
+            pend = np.flatnonzero(kind == nat.PENDING_HEAD)
             kind[pend] = LINE_RECORD
             kind[pend[_matches(self.array, pend, _HEADER_LINE)]] = LINE_HEADER
         self.kind = kind
-        self.native = (rline, fit, addr, xid, link, tcode, cols)
+        self.native = r
 
     def line(self, i: int) -> bytes:
         return bytes(self.buf[self.starts[i]:self.ends[i]])
@@ -875,29 +897,45 @@ class Records:
             self.link[rest] = tok.link
             self.tcode[rest] = tok.tcode
 
-    def _from_native(self, nat) -> None:
+    def _from_native(self, r) -> None:
         """The fixed-column reading the compiled pass did (``native.scan``) for these lines:
         its rows are the lines it took for record lines (a line the regular expression
         found a header is dropped, an indented line is added: not fit)."""
-        rline, fit, addr, xid, link, tcode, cols = nat
         lines = self.lines
-        if len(rline) == len(lines) and (rline == lines).all():
-            idx = np.arange(len(lines))
-            hit = np.ones(len(lines), bool)
+        if len(r.rline) == len(lines) and (r.rline == lines).all():
+            self._nrow = None                    # the same rows
+            self.fit = r.fit
+            self.addr, self.xid, self.link, self.tcode = r.addr, r.xid, r.link, r.tcode
+            self._cols, self._words = r.cols, r.words
         else:
-            idx = np.minimum(np.searchsorted(rline, lines), max(len(rline) - 1, 0))
-            hit = rline[idx] == lines if len(rline) else np.zeros(len(lines), bool)
-        f = fit[idx] & hit if len(rline) else hit
-        self.fit = f
-        self.addr = np.where(f, addr[idx], 0).astype(np.uint64) if len(rline) else self.addr
-        self.xid = np.where(f, xid[idx], 0).astype(np.uint64) if len(rline) else self.xid
-        self.link = np.where(f, link[idx], 0).astype(np.uint64) if len(rline) else self.link
-        if len(rline):
-            self.tcode = np.where(f, tcode[idx], UNKNOWN_TYPE).astype(np.int16)
-            self._cols = cols[idx]
-        else:
-            self._cols = np.zeros((len(lines), 2), np.uint8)
+            idx = np.minimum(np.searchsorted(r.rline, lines), max(len(r.rline) - 1, 0))
+            hit = r.rline[idx] == lines if len(r.rline) else np.zeros(len(lines), bool)
+            self._nrow = np.where(hit, idx, -1)  # the scan's row of every record, -1: none
+            if len(r.rline):
+                f = self.fit = r.fit[idx] & hit
+                self.addr = np.where(f, r.addr[idx], 0).astype(np.uint64)
+                self.xid = np.where(f, r.xid[idx], 0).astype(np.uint64)
+                self.link = np.where(f, r.link[idx], 0).astype(np.uint64)
+                self.tcode = np.where(f, r.tcode[idx], UNKNOWN_TYPE).astype(np.int16)
+                self._cols, self._words = r.cols[idx], r.words[idx]
+            else:
+                self._cols = np.zeros((len(lines), 2), np.uint8)
+                self._words = np.zeros((len(lines), 2), np.uint64)
         self._line_s = self.text.starts[lines]
+
+    def units(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """(end of the last dump line under the record line, whether the bytes up to there
+        are the unit's lines whole) of records ``rows``, as the compiled pass found them; None
+        without it, or when it left indented lines to the regular expressions."""
+        r = self.text.native
+        if r is None or r.pending:
+            return None
+        if self._nrow is None:
+            return r.uend[rows], r.usimple[rows]
+        k = self._nrow[rows]
+        if (k < 0).any():
+            return None
+        return r.uend[k], r.usimple[k]
 
     def _cs(self, j: int, rows: np.ndarray) -> np.ndarray:
         """Start in ``text.buf`` of column j of ``rows`` (read by fixed columns)."""
@@ -915,6 +953,8 @@ class Records:
         are read by the callers)."""
         if self._cols is None:
             return self._col(self.cv, j, np.uint64)[rows]
+        if j - L.N_HEADER < 2:                   # kept by the scan
+            return self._words[rows, j - L.N_HEADER]
         w = F.words(self.text.buf)
         return w[np.minimum(self._cs(j, rows), max(len(w) - 1, 0))] if len(w) else \
             np.zeros(len(rows), np.uint64)

@@ -1041,6 +1041,13 @@ class _RecordsMode:
         t = self.text
         lines = self.recs.lines[fi]
         kinds = t.kind
+        units = self.recs.units(fi)
+        if units is not None:                    # the compiled pass found the units
+            start = t.starts[lines]
+            end = np.minimum(units[0], start + RAW_HEX_LIMIT)
+            bad = np.flatnonzero(~units[1] & keep)
+            out = COL.binary_spans(t.buf, start, np.where(keep, end, start), keep)
+            return self._patch(out, fi, bad) if len(bad) else out
         fast = self._raw_simple(fi, lines, keep)
         if fast is not None:
             return fast
@@ -1063,14 +1070,15 @@ class _RecordsMode:
         bad = np.flatnonzero(~simple & keep)
         good = keep & simple
         out = COL.substrings_binary(t.buf, start, np.where(good, end, start), keep)
-        if len(bad):   # the few units of another shape, joined line by line
-            patch = pa.array([self.unit(int(fi[j])).raw[:RAW_HEX_LIMIT] for j in bad.tolist()],
-                             pa.binary())
-            idx = np.full(len(fi), -1, dtype=np.int64)
-            idx[bad] = np.arange(len(bad))
-            out = pc.if_else(pa.array(idx >= 0),
-                             pc.take(patch, pa.array(np.maximum(idx, 0))), out)
-        return out
+        return self._patch(out, fi, bad) if len(bad) else out
+
+    def _patch(self, out: pa.Array, fi: np.ndarray, bad: np.ndarray) -> pa.Array:
+        """``out`` with the rows ``bad`` (units of another shape) joined line by line."""
+        patch = pa.array([self.unit(int(fi[j])).raw[:RAW_HEX_LIMIT] for j in bad.tolist()],
+                         pa.binary())
+        idx = np.full(len(fi), -1, dtype=np.int64)
+        idx[bad] = np.arange(len(bad))
+        return pc.if_else(pa.array(idx >= 0), pc.take(patch, pa.array(np.maximum(idx, 0))), out)
 
     def _raw_simple(self, fi: np.ndarray, lines: np.ndarray, keep: np.ndarray) -> pa.Array | None:
         """``raw`` for a text without a cut \\r whose blank lines all stand alone right before

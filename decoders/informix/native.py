@@ -33,6 +33,7 @@ to numpy when numba is not installed or does not load.
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
 from llvmlite import ir
 from numba import njit, types
 from numba.cpython.unsafe.numbers import trailing_zeros
@@ -250,10 +251,12 @@ def _dump(buf, s, c, masks):
 
 @njit(**_INL)
 def _record(buf, s, length, r, hmul, hshift, htable, hkeys, hcode, lkeys, lcode,
-            ncols, kinds, rest, addr, xid, link, tcode, cols):
+            ncols, kinds, rest, addr, xid, link, tcode, cols, words):
     """The fixed-column reading of one record line (``columns.Records._fixed``, the same
-    rules word for word): True if it fits; then its header fields go to row r and the
-    columns' (start, end) offsets to ``cols[r]``. At least 112 bytes are readable from s."""
+    rules word for word): True if it fits; then its header fields go to row r, the
+    columns' (start, end) offsets to ``cols[r]`` and the words of its first two columns (as
+    ``Records.cv``: bytes past the line end blank) to ``words[r]``. At least 112 bytes are
+    readable from s."""
     if length < 36 or length > 96:
         return False
     k = _field(_at(buf, s, length, 0), 8, True)            # addr
@@ -369,6 +372,8 @@ def _record(buf, s, length, r, hmul, hshift, htable, hkeys, hcode, lkeys, lcode,
                 return False
         cols[r, 2 * kk] = p
         cols[r, 2 * kk + 1] = nxt
+        if kk < 2:
+            words[r, kk] = w
         p = min(nxt + 1, e)
     addr[r] = a
     xid[r] = x
@@ -378,25 +383,34 @@ def _record(buf, s, length, r, hmul, hshift, htable, hkeys, hcode, lkeys, lcode,
 
 
 @njit(**_OPTS)
-def scan(buf, starts, ends, kind, rline, fit, addr, xid, link, tcode, cols, header, masks, hmul,
-         hshift, htable, hkeys, hcode, lkeys, lcode, ncols, kinds, rest):
+def scan(buf, starts, ends, kind, rline, fit, addr, xid, link, tcode, cols, words, uend, usimple,
+         header, masks, hmul, hshift, htable, hkeys, hcode, lkeys, lcode, ncols, kinds, rest):
     """Lines and record lines of one onlog text (see the module's docstring) into the arrays
     given (``alloc``): every line's start, end and kind, and per record line (kinds RECORD
-    and PENDING_HEAD, in order) its line, fit, header fields, type code and the (start, end)
-    of every column in the line. Returns (lines, record lines, whether a \r was cut); lines
-    -1 when there were more lines than room (the arrays are not grown here: an array
-    variable reassigned in the loop costs reference counting on every line)."""
+    and PENDING_HEAD, in order) its line, fit, header fields, type code, the (start, end) of
+    every column in the line, the words of its first two columns, and its unit (the record
+    line and the dump lines under it, up to the next record, header or other line, as
+    ``decoder._RecordsMode.raw``): where its last dump line ends (``uend``) and whether its
+    bytes up to there are its lines whole (``usimple``: no blank line and no cut \\r in
+    between). Returns (lines, record lines, whether a \\r was cut, PENDING_INDENT lines,
+    PENDING_HEAD lines); lines -1 when there were more lines than room (the arrays are not
+    grown here: an array variable reassigned in the loop costs reference counting on every
+    line)."""
     n = buf.shape[0]
     cap = starts.shape[0]
     hl = header.shape[0]
     m = 0
     nr = 0
     cr = False
+    pending = 0           # PENDING_INDENT lines
+    heads = 0             # PENDING_HEAD lines
+    cur = -1              # the record row whose unit is open
+    gap = False           # a blank line since its last dump line
     i = 0
     while i < n:
         s = i
         if m == cap:
-            return -1, nr, cr
+            return -1, nr, cr, pending, heads
         c = buf[s]
         # the usual dump line: 16 bytes rendered, 61 bytes and a newline
         if c == 32 and s + 64 <= n and buf[s + 61] == 10 and buf[s + 60] != 13 \
@@ -406,23 +420,40 @@ def scan(buf, starts, ends, kind, rline, fit, addr, xid, link, tcode, cols, head
             kind[m] = DUMP
             m += 1
             i = s + 62
+            if cur >= 0:
+                uend[cur] = s + 61
+                if gap:
+                    usimple[cur] = False
+                gap = False
             continue
         e = _newline(buf, s, n)
         i = e + 1
+        cut = False
         if e > s and buf[e - 1] == 13:
             e -= 1
             cr = True
+            cut = True
         starts[m] = s
         ends[m] = e
         length = e - s
         if length == 0:
             kind[m] = BLANK
             m += 1
+            gap = True
             continue
         if c == 32 or (9 <= c <= 13):
             dc = length - 45
-            ok = 1 <= dc <= 16 and s + 64 <= n and _dump(buf, s, dc, masks)
-            kind[m] = DUMP if ok else PENDING_INDENT
+            if 1 <= dc <= 16 and s + 64 <= n and _dump(buf, s, dc, masks):
+                kind[m] = DUMP
+                if cur >= 0:
+                    uend[cur] = e
+                    if gap or cut:
+                        usimple[cur] = False
+                    gap = False
+            else:
+                kind[m] = PENDING_INDENT
+                pending += 1
+                cur = -1
             m += 1
             continue
         k = RECORD
@@ -438,11 +469,18 @@ def scan(buf, starts, ends, kind, rline, fit, addr, xid, link, tcode, cols, head
         kind[m] = k
         m += 1
         if k == HEADER:
+            cur = -1
             continue
+        if k == PENDING_HEAD:
+            heads += 1
         rline[nr] = m - 1
+        cur = nr
+        gap = False
+        uend[nr] = e
+        usimple[nr] = not cut
         if s + 112 <= n and _record(buf, s, length, nr, hmul, hshift, htable, hkeys, hcode,
                                     lkeys, lcode, ncols, kinds, rest, addr, xid, link, tcode,
-                                    cols):
+                                    cols, words):
             fit[nr] = True
         else:
             fit[nr] = False
@@ -451,29 +489,87 @@ def scan(buf, starts, ends, kind, rline, fit, addr, xid, link, tcode, cols, head
             link[nr] = 0
             tcode[nr] = -1
         nr += 1
-    return m, nr, cr
+    return m, nr, cr, pending, heads
+
+
+def empty(shape, dtype) -> np.ndarray:
+    """``np.empty`` in Arrow's memory pool: it keeps the pages it had (a big ``np.empty`` is
+    a fresh ``mmap`` every time, and its pages fault in again: ~5 us each on a VM)."""
+    dtype = np.dtype(dtype)
+    count = int(np.prod(shape))
+    buf = pa.allocate_buffer(max(count * dtype.itemsize, 1))
+    return np.frombuffer(buf, dtype, count).reshape(shape)
 
 
 def alloc(cap: int, maxc: int) -> tuple:
-    """The output arrays of ``scan`` for ``cap`` lines (``np.empty``: pages past what is
-    written are never touched)."""
-    return (np.empty(cap, np.int64), np.empty(cap, np.int64), np.empty(cap, np.int8),
-            np.empty(cap, np.int64), np.empty(cap, np.bool_), np.empty(cap, np.uint64),
-            np.empty(cap, np.uint64), np.empty(cap, np.uint64), np.empty(cap, np.int16),
-            np.empty((cap, 2 * maxc), np.uint8))
+    """The output arrays of ``scan`` for ``cap`` lines (pages past what is written are never
+    touched)."""
+    return (empty(cap, np.int64), empty(cap, np.int64), empty(cap, np.int8),
+            empty(cap, np.int64), empty(cap, np.bool_), empty(cap, np.uint64),
+            empty(cap, np.uint64), empty(cap, np.uint64), empty(cap, np.int16),
+            empty((cap, 2 * maxc), np.uint8), empty((cap, 2), np.uint64),
+            empty(cap, np.int64), empty(cap, np.bool_))
 
 
-def read(buf: np.ndarray, tables: tuple) -> tuple:
-    """``scan`` of ``buf``: (starts, ends, kind, cr, rline, fit, addr, xid, link, tcode,
-    cols), arrays cut to the lines and record lines found. ``tables``: the arguments after
-    the output arrays, then the most columns of a type."""
+class Scan:
+    """What ``scan`` found in one text (arrays cut to the lines and record lines)."""
+    __slots__ = ("starts", "ends", "kind", "cr", "pending", "heads", "rline", "fit", "addr", "xid",
+                 "link", "tcode", "cols", "words", "uend", "usimple")
+
+
+def read(buf: np.ndarray, tables: tuple) -> Scan:
+    """``scan`` of ``buf``. ``tables``: the arguments after the output arrays, then the most
+    columns of a type."""
     *args, maxc = tables
     n = len(buf)
     out = alloc(n // 40 + 16, maxc)
-    m, nr, cr = scan(buf, *out, *args)
+    m, nr, cr, pending, heads = scan(buf, *out, *args)
     if m < 0:                         # short lines: room for every line
         out = alloc(int(np.count_nonzero(buf == 10)) + 1, maxc)
-        m, nr, cr = scan(buf, *out, *args)
-    starts, ends, kind = out[0][:m], out[1][:m], out[2][:m]
-    rline, fit, addr, xid, link, tcode, cols = (a[:nr] for a in out[3:])
-    return starts, ends, kind, bool(cr), rline, fit, addr, xid, link, tcode, cols
+        m, nr, cr, pending, heads = scan(buf, *out, *args)
+    r = Scan()
+    r.starts, r.ends, r.kind = out[0][:m], out[1][:m], out[2][:m]
+    (r.rline, r.fit, r.addr, r.xid, r.link, r.tcode, r.cols, r.words, r.uend,
+     r.usimple) = (a[:nr] for a in out[3:])
+    r.cr, r.pending, r.heads = bool(cr), int(pending), int(heads)
+    return r
+
+
+# ----------------------------------------------------------------- columns of the rows
+
+@intrinsic
+def _store64(typingctx, arr, idx, val):
+    """Store a 64-bit word at byte ``idx`` of a uint8 array (unaligned, little-endian)."""
+    if not (isinstance(arr, types.Array) and arr.dtype == types.uint8):
+        return None
+    sig = types.void(arr, idx, val)
+
+    def codegen(context, builder, signature, args):
+        ary = context.make_array(signature.args[0])(context, builder, args[0])
+        i = context.cast(builder, args[1], signature.args[1], types.intp)
+        v = context.cast(builder, args[2], signature.args[2], types.uint64)
+        ptr = builder.gep(ary.data, [i])
+        builder.store(v, builder.bitcast(ptr, ir.IntType(64).as_pointer()), align=1)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@njit(**_OPTS)
+def copy_spans(buf, s, off, out):
+    """The bytes ``buf[s[i]:s[i] + off[i + 1] - off[i]]`` of every row into ``out`` at
+    ``off[i]``, 8 bytes at a time (``out`` has 8 bytes of room after the last row)."""
+    n = buf.shape[0]
+    for i in range(s.shape[0]):
+        a = s[i]
+        o = np.int64(off[i])
+        k = np.int64(off[i + 1]) - o
+        q = 0
+        if a + k + 8 <= n:
+            while q < k:
+                _store64(out, o + q, _load64(buf, a + q))
+                q += 8
+        else:
+            while q < k:
+                out[o + q] = buf[a + q]
+                q += 1
