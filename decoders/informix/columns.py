@@ -607,6 +607,10 @@ class Text:
             self.complete[-1] = False
         if r.pending:
             pend = np.flatnonzero(kind == nat.PENDING_INDENT)
+            # the unit of the record line before such a line is joined line by line
+            # (``decoder._RecordsMode.raw``): the line may end it, or belong to it
+            before = np.searchsorted(r.rline, pend) - 1
+            r.usimple[before[before >= 0]] = False
             dump = _matches(self.array, pend, DUMP_LINE)
             kind[pend[dump]] = LINE_DUMP
             rest = pend[~dump]
@@ -926,9 +930,9 @@ class Records:
     def units(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
         """(end of the last dump line under the record line, whether the bytes up to there
         are the unit's lines whole) of records ``rows``, as the compiled pass found them; None
-        without it, or when it left indented lines to the regular expressions."""
+        without it, or when an indented line is a record (its unit is not the scan's)."""
         r = self.text.native
-        if r is None or r.pending:
+        if r is None:
             return None
         if self._nrow is None:
             return r.uend[rows], r.usimple[rows]

@@ -450,10 +450,9 @@ def scan(buf, starts, ends, kind, rline, fit, addr, xid, link, tcode, cols, word
                     if gap or cut:
                         usimple[cur] = False
                     gap = False
-            else:
+            else:                 # its unit is joined line by line (columns.Text)
                 kind[m] = PENDING_INDENT
                 pending += 1
-                cur = -1
             m += 1
             continue
         k = RECORD
