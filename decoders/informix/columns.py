@@ -172,26 +172,81 @@ def substrings_binary(buf: np.ndarray, s: np.ndarray, e: np.ndarray,
     return _spans(buf, s, e, valid).cast(pa.binary())
 
 
-def binary_spans(buf: np.ndarray, s: np.ndarray, e: np.ndarray, valid: np.ndarray) -> pa.Array:
-    """``substrings_binary`` by the compiled pass's copy (``native.spans``: one loop, no
-    Arrow take), where it is loaded."""
+def binary_spans(buf: np.ndarray, s: np.ndarray, e: np.ndarray, valid: np.ndarray,
+                 patch: dict[int, bytes] | None = None) -> pa.Array:
+    """``substrings_binary`` by the compiled pass's copy (``native.copy_spans``: one loop, no
+    Arrow take), where it is loaded; the rows of ``patch`` get its bytes instead."""
     nat = _native_state["module"]
     n = len(s)
-    if nat is None or n == 0:
-        return substrings_binary(buf, s, e, valid)
-    s = np.asarray(s, np.int64)
+    s = np.array(s, np.int64)
     lens = np.maximum(np.asarray(e, np.int64) - s, 0)
+    if patch:
+        rows = np.fromiter(patch, np.int64, len(patch))
+        lens[rows] = [len(b) for b in patch.values()]
+    if nat is None or n == 0 or int(lens.sum()) >= 1 << 31:
+        out = substrings_binary(buf, s, e, valid)
+        if patch:
+            idx = np.full(n, -1, np.int64)
+            idx[rows] = np.arange(len(rows))
+            got = pa.array(list(patch.values()), pa.binary())
+            out = pc.if_else(pa.array(idx >= 0), pc.take(got, pa.array(np.maximum(idx, 0))), out)
+        return out
+    if patch:
+        s[rows] = -1
     total = int(lens.sum())
-    if total >= 1 << 31:
-        return substrings_binary(buf, s, e, valid)
-    off = np.empty(n + 1, np.int32)
+    off = nat.empty(n + 1, np.int32)
     off[0] = 0
     np.cumsum(lens, out=off[1:])
     data = pa.allocate_buffer(total + 8)         # room for the last word copied
-    nat.copy_spans(buf, s, off, np.frombuffer(data, np.uint8))
+    out = np.frombuffer(data, np.uint8)
+    nat.copy_spans(buf, s, off, out)
+    for r, b in (patch or {}).items():
+        out[off[r]:off[r] + len(b)] = np.frombuffer(b, np.uint8)
     nulls = n - int(np.count_nonzero(valid))
     bitmap = pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None
     return pa.BinaryArray.from_buffers(pa.binary(), n, [bitmap, pa.py_buffer(off), data], nulls)
+
+
+def _string_array(n: int, off: np.ndarray, data: pa.Buffer, bitmap: np.ndarray,
+                  nulls: int) -> pa.Array:
+    return pa.StringArray.from_buffers(n, pa.py_buffer(off), data,
+                                       pa.py_buffer(bitmap) if nulls else None, nulls)
+
+
+def dict_strings(values, codes: np.ndarray) -> pa.Array | None:
+    """``values[codes]`` as Arrow strings (a code < 0 or a value None: null), built in one
+    pass by the compiled pass's kernels (None where it is not loaded): what ``take`` of the
+    values with the codes as a masked index gives."""
+    nat = _native_state["module"]
+    if nat is None:
+        return None
+    n = len(codes)
+    enc = [b"" if v is None else v.encode("utf-8") for v in values]
+    dvalid = np.array([v is not None for v in values] or [False], np.bool_)
+    doff = np.zeros(len(enc) + 1, np.int64)
+    np.cumsum([len(b) for b in enc], out=doff[1:])
+    ddata = np.frombuffer(b"".join(enc) + bytes(8), np.uint8)
+    off = nat.empty(n + 1, np.int32)
+    bitmap = np.zeros((n + 7) // 8, np.uint8)
+    total, nulls = nat.dict_offsets(doff, dvalid, codes, off, bitmap)
+    if total >= 1 << 31:
+        return None
+    data = pa.allocate_buffer(total + 8)
+    nat.dict_fill(doff, ddata, codes, off, np.frombuffer(data, np.uint8))
+    return _string_array(n, off, data, bitmap, nulls)
+
+
+def native_positions(uniqid: int, addr: np.ndarray, rows: np.ndarray) -> pa.Array | None:
+    """``positions(uniqid, addr[rows])`` in one pass (None without the compiled pass)."""
+    nat = _native_state["module"]
+    if nat is None:
+        return None
+    n = len(rows)
+    data = pa.allocate_buffer(16 * n + 8)
+    head = F.U64(int.from_bytes(b"%08X" % uniqid, "little"))
+    nat.positions(head, addr, rows, np.frombuffer(data, np.uint8))
+    offsets = np.arange(n + 1, dtype=np.int32) * 16
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), data)
 
 
 def word_strings(w: np.ndarray, k: np.ndarray) -> pa.Array:
@@ -911,6 +966,7 @@ class Records:
             self.fit = r.fit
             self.addr, self.xid, self.link, self.tcode = r.addr, r.xid, r.link, r.tcode
             self._cols, self._words = r.cols, r.words
+            self._hval, self._hcanon = r.hval, r.hcanon
         else:
             idx = np.minimum(np.searchsorted(r.rline, lines), max(len(r.rline) - 1, 0))
             hit = r.rline[idx] == lines if len(r.rline) else np.zeros(len(lines), bool)
@@ -922,9 +978,12 @@ class Records:
                 self.link = np.where(f, r.link[idx], 0).astype(np.uint64)
                 self.tcode = np.where(f, r.tcode[idx], UNKNOWN_TYPE).astype(np.int16)
                 self._cols, self._words = r.cols[idx], r.words[idx]
+                self._hval, self._hcanon = r.hval[idx], r.hcanon[idx]
             else:
                 self._cols = np.zeros((len(lines), 2), np.uint8)
                 self._words = np.zeros((len(lines), 2), np.uint64)
+                self._hval = np.zeros((len(lines), 2), np.uint64)
+                self._hcanon = np.zeros((len(lines), 2), bool)
         self._line_s = self.text.starts[lines]
 
     def units(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
@@ -1138,6 +1197,10 @@ class Records:
 
     def hex_column(self, j: int, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(values, ok): hex column j of ``rows`` (not ok: longer than 16 digits)."""
+        if self._cols is not None and j - L.N_HEADER < 2:     # read by the scan
+            f = self.fit[rows]
+            if f.all():
+                return self._hval[rows, j - L.N_HEADER], f
         fi, ti = self._split(rows)
         out = np.zeros(len(rows), np.uint64)
         ok = np.zeros(len(rows), bool)
@@ -1158,6 +1221,42 @@ class Records:
         return self._merge_mask(
             rows, canon, lambda r: word_strings(self._cv(j, r), self._ce(j, r) - self._cs(j, r)),
             lambda r: hex_text(self.hex_column(j, r)[0]))
+
+    def hex_strings(self, j: int, rows: np.ndarray, valid: np.ndarray) -> pa.Array | None:
+        """``hex_text`` of column j (one of the first two after the header) of ``rows`` where
+        ``valid``, null elsewhere, in one pass (compiled pass only, every valid row read by
+        fixed columns; None otherwise)."""
+        nat = _native_state["module"]
+        k = j - L.N_HEADER
+        if self._cols is None or nat is None or not 0 <= k < 2 or \
+                not self.fit[rows[valid]].all():
+            return None
+        n = len(rows)
+        off = nat.empty(n + 1, np.int32)
+        bitmap = np.zeros((n + 7) // 8, np.uint8)
+        total, nulls = nat.hex_offsets(rows, valid, self._hcanon, self._cols, 2 * k, self._hval,
+                                       off, bitmap)
+        data = pa.allocate_buffer(total + 8)
+        nat.hex_fill(self.text.buf, self._line_s, rows, valid, self._hcanon, self._cols, 2 * k,
+                     self._hval, off, np.frombuffer(data, np.uint8))
+        return _string_array(n, off, data, bitmap, nulls)
+
+    def column_strings(self, j: int, rows: np.ndarray, valid: np.ndarray) -> pa.Array | None:
+        """The text of column j of ``rows`` where ``valid`` (``rest_of_line`` for a last
+        column), null elsewhere, in one pass (compiled pass only, every valid row read by
+        fixed columns; None otherwise)."""
+        nat = _native_state["module"]
+        if self._cols is None or nat is None or not self.fit[rows[valid]].all():
+            return None
+        n = len(rows)
+        c = 2 * (j - L.N_HEADER)
+        off = nat.empty(n + 1, np.int32)
+        bitmap = np.zeros((n + 7) // 8, np.uint8)
+        total, nulls = nat.span_offsets(self._line_s, rows, valid, self._cols, c, off, bitmap)
+        data = pa.allocate_buffer(total + 8)
+        nat.span_fill(self.text.buf, self._line_s, rows, valid, self._cols, c, off,
+                      np.frombuffer(data, np.uint8))
+        return _string_array(n, off, data, bitmap, nulls)
 
     @staticmethod
     def _merge_mask(rows: np.ndarray, first: np.ndarray, first_fn, other_fn) -> pa.Array:

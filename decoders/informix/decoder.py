@@ -677,6 +677,27 @@ _T_BEGIN = COL.TYPE_NAMES.index(L.BEGIN)
 _T_COMMIT = COL.TYPE_NAMES.index(L.COMMIT)
 
 
+def _strings_of(recs: COL.Records):
+    """``S(values, idx, valid)``: ``values[idx]`` where ``valid`` (None: where idx >= 0), null
+    elsewhere; built in one pass by the compiled pass's kernels where the records were read
+    by it (``COL.dict_strings``), else ``_strings``."""
+    if recs.text.native is None or COL._native_state["module"] is None:
+        def S(values, idx, valid):
+            if valid is None:
+                valid = idx >= 0
+                idx = np.maximum(idx, 0)
+            return _strings(list(values), np.asarray(idx, np.int64), valid)
+        return S
+
+    def S(values, idx, valid):
+        codes = idx if valid is None else np.where(valid, idx, -1)
+        out = COL.dict_strings(values, codes)
+        if out is None:
+            return _strings(list(values), np.maximum(codes, 0).astype(np.int64), codes >= 0)
+        return out
+    return S
+
+
 def _strings(values: pa.Array | list, idx: np.ndarray, valid: np.ndarray) -> pa.Array:
     """``values[idx]`` where ``valid``, else null: the valid rows taken (no index mask), then
     placed at their rows by new offsets and a validity bitmap (``_scatter``; about half the
@@ -1045,9 +1066,9 @@ class _RecordsMode:
         if units is not None:                    # the compiled pass found the units
             start = t.starts[lines]
             end = np.minimum(units[0], start + RAW_HEX_LIMIT)
-            bad = np.flatnonzero(~units[1] & keep)
-            out = COL.binary_spans(t.buf, start, np.where(keep, end, start), keep)
-            return self._patch(out, fi, bad) if len(bad) else out
+            bad = np.flatnonzero(~units[1] & keep)      # units of another shape: joined
+            patch = {j: self.unit(int(fi[j])).raw[:RAW_HEX_LIMIT] for j in bad.tolist()}
+            return COL.binary_spans(t.buf, start, np.where(keep, end, start), keep, patch)
         fast = self._raw_simple(fi, lines, keep)
         if fast is not None:
             return fast
@@ -1179,12 +1200,14 @@ class _RecordsMode:
         tcode = recs.tcode[fi]
         system = r == CH.R_SYSTEM
         rule_rows = (r == CH.R_OTHER) | system
+        S = _strings_of(recs)
+        pos = COL.native_positions(uniqid, recs.addr, fi) if S is not _strings else None
         fields: dict = {
-            "position": COL.positions(uniqid, recs.addr[fi]),
+            "position": COL.positions(uniqid, recs.addr[fi]) if pos is None else pos,
             "xid": recs.xid[fi].astype(np.int64),
             "link": recs.link[fi].astype(np.int64),
-            "record_type": pc.take(pa.array(COL.TYPE_NAMES), pa.array(tcode.astype(np.int32))),
-            "rule": _strings(list(_TYPE_RULES), tcode.astype(np.int64), rule_rows),
+            "record_type": S(COL.TYPE_NAMES, tcode, None),
+            "rule": S(_TYPE_RULES, tcode, rule_rows),
         }
         # the record's raw bytes (its line and -l dump lines, at most 256), for a record the
         # transaction rules may quarantine: carried in seg_data until then (resolve.py)
@@ -1192,8 +1215,9 @@ class _RecordsMode:
         begin = r == CH.R_BEGIN
         bi = np.flatnonzero(begin)
         if len(bi):
-            users = recs.rest_of_line(L.N_HEADER + 3, fi[bi])
-            fields["user"] = _scatter(users, bi, len(fi))
+            users = recs.column_strings(L.N_HEADER + 3, fi, begin)
+            fields["user"] = users if users is not None else \
+                _scatter(recs.rest_of_line(L.N_HEADER + 3, fi[bi]), bi, len(fi))
         ci = np.flatnonzero(r == CH.R_COMMIT)
         ts = np.zeros(len(fi), dtype=np.int64)
         if len(ci):
@@ -1204,7 +1228,7 @@ class _RecordsMode:
         ddl = r == CH.R_DDL
         change = home | ddl
         if change.any():
-            self.changes(fields, fi, tcode, tbl[fi], row[fi], home, ddl)
+            self.changes(fields, fi, tcode, tbl[fi], row[fi], home, ddl, S)
         ci = np.flatnonzero(~fast)
         careful = [self.careful_row(i) for i in ci.tolist()]
 
@@ -1218,7 +1242,7 @@ class _RecordsMode:
             nb[0] += ss[0]
             nbytes = nb[np.concatenate((fi, ci))]
         m = len(fi)
-        kinds = pa.array(_KINDS).take(pa.array(kind))
+        kinds = S(_KINDS, kind, None)
         offsets = recs.lines[fi] + 1 + ctx.line
         index = fi + ctx.index
         # rows in record order: the columnar rows in slices between the careful ones (many
@@ -1243,7 +1267,7 @@ class _RecordsMode:
                          **{k: v for k, v in c.items() if v is not None})
 
     def changes(self, fields: dict, fi: np.ndarray, tcode: np.ndarray, tb: np.ndarray,
-                rows: np.ndarray, home: np.ndarray, ddl: np.ndarray) -> None:
+                rows: np.ndarray, home: np.ndarray, ddl: np.ndarray, S=None) -> None:
         """The change columns of the home-row changes and the table-level records (DDL,
         truncate: their ``ddl`` text and printed names read record by record, ``values``)."""
         change = home | ddl
@@ -1253,8 +1277,9 @@ class _RecordsMode:
         tables = [self.catalog.table(t) for t in ids]
         code = np.zeros(len(fi), np.int64)
         code[change] = enc.indices.to_numpy()
+        S = S or _strings_of(self.recs)
         # the id of every change's table: ``format(v, "x")``, rendered once per table
-        fields["table_id"] = _strings(ids, code, change)
+        fields["table_id"] = S(ids, code, change)
         known = change & np.array([t is not None for t in tables], dtype=bool)[code]
         schemas = [t.schema if t else None for t in tables]
         names = [t.name if t else None for t in tables]
@@ -1284,16 +1309,20 @@ class _RecordsMode:
                 schemas.append(v.get("schema_name"))
                 names.append(v.get("table_name"))
                 known[j] = True
-        fields["op"] = _strings(list(_OPS), np.maximum(op, 0), op >= 0)
+        fields["op"] = S(_OPS, op, None)
         # the row ids as printed (when printed the canonical way), else rendered from the value
-        home_i = np.flatnonzero(home)
-        fields["row_id"] = _scatter(self.recs.hex_text(L.N_HEADER + 1, fi[home_i]), home_i,
-                                    len(fi))
-        fields["schema_name"] = _strings(schemas, code, known)
-        fields["table_name"] = _strings(names, code, known)
-        fields["flag"] = _strings([RS.UNKNOWN_TABLE_FLAG], np.zeros(len(fi), np.int64), flag)
+        rid = self.recs.hex_strings(L.N_HEADER + 1, fi, home)
+        if rid is None:
+            home_i = np.flatnonzero(home)
+            rid = _scatter(self.recs.hex_text(L.N_HEADER + 1, fi[home_i]), home_i, len(fi))
+        fields["row_id"] = rid
+        fields["schema_name"] = S(schemas, code, known)
+        fields["table_name"] = S(names, code, known)
+        fields["flag"] = S((RS.UNKNOWN_TABLE_FLAG,), flag.astype(np.int8) - 1, None)
         if len(di):
-            fields["ddl"] = _scatter(pa.array(texts, pa.string()), di, len(fi))
+            dcode = np.full(len(fi), -1, np.int64)
+            dcode[di] = np.arange(len(di))
+            fields["ddl"] = S(texts, dcode, None)
 
 
 def _record_of_columns(rtype: str, text: str) -> Record:

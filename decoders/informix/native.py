@@ -251,12 +251,13 @@ def _dump(buf, s, c, masks):
 
 @njit(**_INL)
 def _record(buf, s, length, r, hmul, hshift, htable, hkeys, hcode, lkeys, lcode,
-            ncols, kinds, rest, addr, xid, link, tcode, cols, words):
+            ncols, kinds, rest, addr, xid, link, tcode, cols, words, hval, hcanon):
     """The fixed-column reading of one record line (``columns.Records._fixed``, the same
     rules word for word): True if it fits; then its header fields go to row r, the
     columns' (start, end) offsets to ``cols[r]`` and the words of its first two columns (as
-    ``Records.cv``: bytes past the line end blank) to ``words[r]``. At least 112 bytes are
-    readable from s."""
+    ``Records.cv``: bytes past the line end blank) to ``words[r]``, and where those are hex
+    their values and whether they are printed as ``format(v, "x")`` (lower case, no leading
+    zero) to ``hval[r]``, ``hcanon[r]``. At least 112 bytes are readable from s."""
     if length < 36 or length > 96:
         return False
     k = _field(_at(buf, s, length, 0), 8, True)            # addr
@@ -354,6 +355,10 @@ def _record(buf, s, length, r, hmul, hshift, htable, hkeys, hcode, lkeys, lcode,
         if kind == K_HEX:
             if tk < 1 or (_hex(w) & hb) != hb:
                 return False
+            if kk < 2:                      # the value, and whether printed as format(v, "x")
+                hval[r, kk] = _value(w, tk, True)
+                upper = _range_flags(w, U(0x3F3F3F3F3F3F3F3F), U(0x3939393939393939)) & hb
+                hcanon[r, kk] = upper == 0 and ((w & FF) != U(0x30) or tk == 1)
         elif kind == K_DEC:
             fl = _dec(w)
             if (w & FF) == U(0x2D) and tk >= 2:
@@ -383,8 +388,8 @@ def _record(buf, s, length, r, hmul, hshift, htable, hkeys, hcode, lkeys, lcode,
 
 
 @njit(**_OPTS)
-def scan(buf, starts, ends, kind, rline, fit, addr, xid, link, tcode, cols, words, uend, usimple,
-         header, masks, hmul, hshift, htable, hkeys, hcode, lkeys, lcode, ncols, kinds, rest):
+def scan(buf, starts, ends, kind, rline, fit, addr, xid, link, tcode, cols, words, hval, hcanon,
+         uend, usimple, header, masks, hmul, hshift, htable, hkeys, hcode, lkeys, lcode, ncols, kinds, rest):
     """Lines and record lines of one onlog text (see the module's docstring) into the arrays
     given (``alloc``): every line's start, end and kind, and per record line (kinds RECORD
     and PENDING_HEAD, in order) its line, fit, header fields, type code, the (start, end) of
@@ -479,7 +484,7 @@ def scan(buf, starts, ends, kind, rline, fit, addr, xid, link, tcode, cols, word
         usimple[nr] = not cut
         if s + 112 <= n and _record(buf, s, length, nr, hmul, hshift, htable, hkeys, hcode,
                                     lkeys, lcode, ncols, kinds, rest, addr, xid, link, tcode,
-                                    cols, words):
+                                    cols, words, hval, hcanon):
             fit[nr] = True
         else:
             fit[nr] = False
@@ -507,13 +512,14 @@ def alloc(cap: int, maxc: int) -> tuple:
             empty(cap, np.int64), empty(cap, np.bool_), empty(cap, np.uint64),
             empty(cap, np.uint64), empty(cap, np.uint64), empty(cap, np.int16),
             empty((cap, 2 * maxc), np.uint8), empty((cap, 2), np.uint64),
-            empty(cap, np.int64), empty(cap, np.bool_))
+            empty((cap, 2), np.uint64), empty((cap, 2), np.bool_), empty(cap, np.int64),
+            empty(cap, np.bool_))
 
 
 class Scan:
     """What ``scan`` found in one text (arrays cut to the lines and record lines)."""
     __slots__ = ("starts", "ends", "kind", "cr", "pending", "heads", "rline", "fit", "addr", "xid",
-                 "link", "tcode", "cols", "words", "uend", "usimple")
+                 "link", "tcode", "cols", "words", "hval", "hcanon", "uend", "usimple")
 
 
 def read(buf: np.ndarray, tables: tuple) -> Scan:
@@ -528,8 +534,8 @@ def read(buf: np.ndarray, tables: tuple) -> Scan:
         m, nr, cr, pending, heads = scan(buf, *out, *args)
     r = Scan()
     r.starts, r.ends, r.kind = out[0][:m], out[1][:m], out[2][:m]
-    (r.rline, r.fit, r.addr, r.xid, r.link, r.tcode, r.cols, r.words, r.uend,
-     r.usimple) = (a[:nr] for a in out[3:])
+    (r.rline, r.fit, r.addr, r.xid, r.link, r.tcode, r.cols, r.words, r.hval, r.hcanon,
+     r.uend, r.usimple) = (a[:nr] for a in out[3:])
     r.cr, r.pending, r.heads = bool(cr), int(pending), int(heads)
     return r
 
@@ -557,10 +563,13 @@ def _store64(typingctx, arr, idx, val):
 @njit(**_OPTS)
 def copy_spans(buf, s, off, out):
     """The bytes ``buf[s[i]:s[i] + off[i + 1] - off[i]]`` of every row into ``out`` at
-    ``off[i]``, 8 bytes at a time (``out`` has 8 bytes of room after the last row)."""
+    ``off[i]``, 8 bytes at a time (``out`` has 8 bytes of room after the last row); a row
+    with s < 0 is left to the caller."""
     n = buf.shape[0]
     for i in range(s.shape[0]):
         a = s[i]
+        if a < 0:
+            continue
         o = np.int64(off[i])
         k = np.int64(off[i + 1]) - o
         q = 0
@@ -572,3 +581,130 @@ def copy_spans(buf, s, off, out):
             while q < k:
                 out[o + q] = buf[a + q]
                 q += 1
+
+
+# -- string columns built straight into Arrow's buffers (offsets, bytes, validity bitmap)
+
+@njit(**_OPTS)
+def dict_offsets(doff, dvalid, codes, off, bitmap):
+    """Offsets and validity bitmap of the strings ``dictionary[codes]`` (a code < 0, or an
+    entry not ``dvalid``: null); ``bitmap`` zeroed. Returns (bytes, nulls)."""
+    total = 0
+    nulls = 0
+    off[0] = 0
+    for i in range(codes.shape[0]):
+        c = codes[i]
+        if c >= 0 and dvalid[c]:
+            total += doff[c + 1] - doff[c]
+            bitmap[i >> 3] |= np.uint8(1 << (i & 7))
+        else:
+            nulls += 1
+        off[i + 1] = total
+    return total, nulls
+
+
+@njit(**_OPTS)
+def dict_fill(doff, ddata, codes, off, out):
+    """The bytes of ``dictionary[codes]`` at ``off`` (``ddata`` and ``out`` have 8 bytes of
+    room at the end: copied a word at a time)."""
+    for i in range(codes.shape[0]):
+        o = np.int64(off[i])
+        k = np.int64(off[i + 1]) - o
+        if k > 0:
+            a = np.int64(doff[codes[i]])
+            q = 0
+            while q < k:
+                _store64(out, o + q, _load64(ddata, a + q))
+                q += 8
+
+
+@njit(**_OPTS)
+def hex_offsets(rows, valid, canon, cols, c, val, off, bitmap):
+    """Offsets and validity of ``format(v, "x")`` of column k of records ``rows`` where
+    ``valid`` (``c`` = 2 k: where the column starts in ``cols``): the printed text where
+    ``canon[r, k]``, else the value ``val[r, k]`` rendered. Returns (bytes, nulls)."""
+    total = 0
+    nulls = 0
+    off[0] = 0
+    k = c // 2
+    for i in range(rows.shape[0]):
+        if valid[i]:
+            r = rows[i]
+            if canon[r, k]:
+                total += np.int64(cols[r, c + 1]) - np.int64(cols[r, c])
+            else:
+                v = val[r, k]
+                d = 1
+                while d < 16 and (v >> U(4 * d)) != U(0):
+                    d += 1
+                total += d
+            bitmap[i >> 3] |= np.uint8(1 << (i & 7))
+        else:
+            nulls += 1
+        off[i + 1] = total
+    return total, nulls
+
+
+@njit(**_OPTS)
+def hex_fill(buf, line_s, rows, valid, canon, cols, c, val, off, out):
+    k = c // 2
+    for i in range(rows.shape[0]):
+        if valid[i]:
+            r = rows[i]
+            o = np.int64(off[i])
+            n = np.int64(off[i + 1]) - o
+            if canon[r, k]:
+                a = line_s[r] + np.int64(cols[r, c])
+                for q in range(n):
+                    out[o + q] = buf[a + q]
+            else:
+                v = val[r, k]
+                for q in range(n):
+                    d = np.int64((v >> U(4 * (n - 1 - q))) & U(15))
+                    out[o + q] = 48 + d if d < 10 else 87 + d
+
+
+@njit(**_OPTS)
+def span_offsets(line_s, rows, valid, cols, c, off, bitmap):
+    """Offsets and validity of the text of column ``c // 2`` (``cols[r, c:c + 2]``) of records
+    ``rows`` where ``valid``. Returns (bytes, nulls)."""
+    total = 0
+    nulls = 0
+    off[0] = 0
+    for i in range(rows.shape[0]):
+        if valid[i]:
+            r = rows[i]
+            total += np.int64(cols[r, c + 1]) - np.int64(cols[r, c])
+            bitmap[i >> 3] |= np.uint8(1 << (i & 7))
+        else:
+            nulls += 1
+        off[i + 1] = total
+    return total, nulls
+
+
+@njit(**_OPTS)
+def span_fill(buf, line_s, rows, valid, cols, c, off, out):
+    for i in range(rows.shape[0]):
+        if valid[i]:
+            r = rows[i]
+            o = np.int64(off[i])
+            k = np.int64(off[i + 1]) - o
+            a = line_s[r] + np.int64(cols[r, c])
+            q = 0
+            while q < k:
+                _store64(out, o + q, _load64(buf, a + q))
+                q += 8
+
+
+@njit(**_OPTS)
+def positions(head, addr, rows, out):
+    """``<uniqid><addr>`` of records ``rows``: 8 + 8 upper-case hex digits (``head``: the
+    first 8 as a word) into ``out`` (16 bytes a row)."""
+    for i in range(rows.shape[0]):
+        _store64(out, 16 * i, head)
+        x = addr[rows[i]] & U(0xFFFFFFFF)
+        w = U(0)
+        for q in range(8):
+            d = (x >> U(4 * (7 - q))) & U(15)
+            w |= (d + (U(48) if d < U(10) else U(55))) << U(8 * q)
+        _store64(out, 16 * i + 8, w)
