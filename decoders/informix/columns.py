@@ -1228,9 +1228,16 @@ class Records:
         fixed columns; None otherwise)."""
         nat = _native_state["module"]
         k = j - L.N_HEADER
-        if self._cols is None or nat is None or not 0 <= k < 2 or \
-                not self.fit[rows[valid]].all():
+        if self._cols is None or nat is None or not 0 <= k < 2:
             return None
+        other = rows[valid]
+        other = other[~self.fit[other]]
+        if len(other):                 # read by tokens: their values, rendered
+            v, ok = self.tok.hex_column(j, self.tok_row[other])
+            if not ok.all():
+                return None
+            self._hval[other, k] = v
+            self._hcanon[other, k] = False
         n = len(rows)
         off = nat.empty(n + 1, np.int32)
         bitmap = np.zeros((n + 7) // 8, np.uint8)
