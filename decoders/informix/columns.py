@@ -986,6 +986,12 @@ class Records:
                 self._hcanon = np.zeros((len(lines), 2), bool)
         self._line_s = self.text.starts[lines]
 
+    def native_rows(self) -> bool:
+        """Whether the compiled pass read these records one for one (its rows are the
+        records): ``decoder._RecordsMode.run_native`` then builds the rows."""
+        return self._cols is not None and self._nrow is None and \
+            _native_state["module"] is not None
+
     def units(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
         """(end of the last dump line under the record line, whether the bytes up to there
         are the unit's lines whole) of records ``rows``, as the compiled pass found them; None

@@ -1176,6 +1176,8 @@ class _RecordsMode:
 
     def run(self, sink: EventSink, careful_only: bool = False) -> None:
         recs, uniqid, ctx = self.recs, self.uniqid, self.ctx
+        if not careful_only and recs.n and recs.native_rows():
+            return self.run_native(sink)
         n = recs.n
         fast = recs.fast.copy()
         if careful_only:
@@ -1243,6 +1245,178 @@ class _RecordsMode:
             nbytes = nb[np.concatenate((fi, ci))]
         m = len(fi)
         kinds = S(_KINDS, kind, None)
+        offsets = recs.lines[fi] + 1 + ctx.line
+        index = fi + ctx.index
+        # rows in record order: the columnar rows in slices between the careful ones (many
+        # careful rows: added after them, the sink puts them in order)
+        cuts = np.searchsorted(fi, [c["index"] - ctx.index for c in careful]).tolist() \
+            if len(careful) <= _INTERLEAVE else [m] * len(careful)
+        done = 0
+        for c, nb, cut in zip(careful + [None], nbytes[m:].tolist() + [None], cuts + [m]):
+            if cut > done:
+                sl = slice(done, cut)
+                sink.add_columns(kinds[sl], offsets[sl], index[sl], 1, n_bytes=nbytes[sl],
+                                 **{k: v[sl] for k, v in fields.items()})
+                done = cut
+            if c is None:
+                break
+            kind_, off, idx = c.pop("kind"), c.pop("offset"), c.pop("index")
+            if kind_ == "quarantine":
+                sink.quarantine(c.pop("error"), off, idx, c.pop("raw"), n_records=1, n_bytes=nb,
+                                **{k: v for k, v in c.items() if v is not None})
+            else:
+                sink.add(kind_, off, idx, 1, n_bytes=nb,
+                         **{k: v for k, v in c.items() if v is not None})
+
+    def run_native(self, sink: EventSink) -> None:
+        """``run`` for records the compiled pass read (``native.rows``): which records are
+        rows, their roles and the codes of their string columns in one pass over the
+        records, the columns built from those codes into Arrow buffers; what ``run`` gives."""
+        recs, uniqid, ctx = self.recs, self.uniqid, self.ctx
+        nat = COL._native_state["module"]
+        n = recs.n
+        fast = recs.fast.copy()
+        # lines read by tokens: their table and row ids (wider than 16 digits: careful)
+        rest = np.flatnonzero(~recs.fit & fast)
+        if len(rest):
+            role = CH.ROLE[np.maximum(recs.tcode[rest], 0)]
+            hi = rest[(role == CH.R_HOME) | (role == CH.R_DDL)]
+            if len(hi):
+                v, ok = recs.tok.hex_column(L.N_HEADER, recs.tok_row[hi])
+                recs._hval[hi, 0] = v
+                fast[hi[~ok]] = False
+            hi = rest[role == CH.R_HOME]
+            hi = hi[fast[hi]]
+            if len(hi):
+                v, ok = recs.tok.hex_column(L.N_HEADER + 1, recs.tok_row[hi])
+                recs._hval[hi, 1] = v
+                recs._hcanon[hi, 1] = False
+                fast[hi[~ok]] = False
+        fi = nat.empty(n, np.int64)
+        role_f = nat.empty(n, np.int8)
+        codes = nat.empty((5, n), np.int32)
+        local = nat.empty(n, np.int64)
+        size = 1024
+        while True:
+            tkeys = np.zeros(size, np.uint64)
+            tslot = np.full(size, -1, np.int64)
+            m, nt = nat.rows(fast, recs.tcode, recs.link, recs._hval, recs._words, recs.fit,
+                             CH.ROLE, _KIND_OF_ROLE, _HOME_OP, L.YEAR_PIVOT, fi, role_f, codes,
+                             tkeys, tslot, local)
+            if nt >= 0:
+                break
+            size *= 16
+        fi, r = fi[:m], role_f[:m]
+        keys = np.zeros(nt, np.uint64)
+        used = tslot >= 0
+        keys[tslot[used]] = tkeys[used]
+        S = _strings_of(recs)
+        system = r == CH.R_SYSTEM
+        xid, link = recs.xid.view(np.int64), recs.link.view(np.int64)
+        fields: dict = {
+            "position": COL.native_positions(uniqid, recs.addr, fi),
+            "xid": xid if m == n else xid[fi],
+            "link": link if m == n else link[fi],
+            "record_type": S(COL.TYPE_NAMES, codes[1, :m], None),
+            "rule": S(_TYPE_RULES, codes[2, :m], None),
+        }
+        fields["seg_data"] = self.raw(fi, ~system)
+        begin = r == CH.R_BEGIN
+        users = recs.column_strings(L.N_HEADER + 3, fi, begin)
+        if users is None:
+            bi = np.flatnonzero(begin)
+            users = _scatter(recs.rest_of_line(L.N_HEADER + 3, fi[bi]), bi, m)
+        fields["user"] = users
+        commit = r == CH.R_COMMIT
+        ci = np.flatnonzero(commit)
+        ts = np.zeros(m, dtype=np.int64)
+        if len(ci):
+            loc = local[:m][ci]
+            tok = np.flatnonzero(loc < 0)                # read by tokens
+            if len(tok):
+                loc[tok] = recs.local_seconds(L.N_HEADER, fi[ci[tok]])
+            ts[ci] = utc_micros(loc, self.zone)
+        fields["commit_ts"] = pa.array(ts, pa.timestamp("us", tz="UTC"), mask=~commit)
+        if nt:
+            self.changes_native(fields, fi, r, codes[:, :m], keys, S)
+        if m < n:
+            row = np.zeros(n, bool)
+            row[fi] = True
+            ci = np.flatnonzero(~row)
+        else:
+            ci = np.zeros(0, np.int64)
+        careful = [self.careful_row(i) for i in ci.tolist()]
+        self.add(sink, fi, ci, careful, S(_KINDS, codes[0, :m], None), fields)
+
+    def changes_native(self, fields: dict, fi: np.ndarray, r: np.ndarray, codes: np.ndarray,
+                       keys: np.ndarray, S) -> None:
+        """``changes`` from the codes of ``native.rows`` (3: op of a home-row change, 4: its
+        table among ``keys``, the distinct tables in order of first appearance)."""
+        home = r == CH.R_HOME
+        ddl = r == CH.R_DDL
+        ids = [format(t, "x") for t in keys.tolist()]
+        tables = [self.catalog.table(t) for t in ids]
+        code = codes[4]
+        fields["table_id"] = S(ids, code, None)
+        known = (code >= 0) & np.array([t is not None for t in tables] + [False], bool)[code]
+        schemas = [t.schema if t else None for t in tables]
+        names = [t.name if t else None for t in tables]
+        op = codes[3]
+        flag = home & ~known
+        di = np.flatnonzero(ddl)
+        texts = []
+        tcode = codes[1]
+        dfit = self.recs.fit[fi[di]]
+        col_texts = iter(self.recs.columns_text(fi[di[dfit]]).to_pylist() if dfit.any() else ())
+        seen: dict = {}                          # the same columns read once
+        for j, is_fit in zip(di.tolist(), dfit.tolist()):
+            if is_fit:
+                key = (int(tcode[j]), next(col_texts))
+                v = seen.get(key)
+                if v is None:
+                    v = seen[key] = self.values(_record_of_columns(COL.TYPE_NAMES[key[0]], key[1]))
+            else:
+                rec = parse_record(self.text.line(int(self.recs.lines[fi[j]])).decode("utf-8"))
+                v = self.values(rec)
+            op[j] = _OP_CODE[v["op"]]
+            texts.append(v.get("ddl"))
+            if v.get("flag"):
+                flag[j] = True
+            elif not known[j]:                   # the names the record prints
+                code[j] = len(schemas)
+                schemas.append(v.get("schema_name"))
+                names.append(v.get("table_name"))
+                known[j] = True
+        fields["op"] = S(_OPS, op, None)
+        rid = self.recs.hex_strings(L.N_HEADER + 1, fi, home)
+        if rid is None:
+            home_i = np.flatnonzero(home)
+            rid = _scatter(self.recs.hex_text(L.N_HEADER + 1, fi[home_i]), home_i, len(fi))
+        fields["row_id"] = rid
+        fields["schema_name"] = S(schemas, code, known)
+        fields["table_name"] = S(names, code, known)
+        fields["flag"] = S((RS.UNKNOWN_TABLE_FLAG,), flag.astype(np.int8) - 1, None)
+        if len(di):
+            dcode = np.full(len(fi), -1, np.int32)
+            dcode[di] = np.arange(len(di))
+            fields["ddl"] = S(texts, dcode, None)
+
+    def add(self, sink: EventSink, fi: np.ndarray, ci: np.ndarray, careful: list, kinds,
+            fields: dict) -> None:
+        """The rows to the sink: the columnar rows (records ``fi``) in slices between the
+        careful ones (records ``ci``, rows ``careful``)."""
+        recs, ctx = self.recs, self.ctx
+        n = recs.n
+        # bytes: every row from its line's start to the next row's line start (the first
+        # row also counts the bytes before it, the last one those after it); the rows are
+        # the records, their lines in increasing order
+        nbytes = np.zeros(n, dtype=np.int64)
+        if n:
+            ss = self.text.starts[recs.lines]
+            nb = np.append(ss[1:], self.text.size) - ss
+            nb[0] += ss[0]
+            nbytes = nb[np.concatenate((fi, ci))] if len(ci) else nb[fi]
+        m = len(fi)
         offsets = recs.lines[fi] + 1 + ctx.line
         index = fi + ctx.index
         # rows in record order: the columnar rows in slices between the careful ones (many

@@ -708,3 +708,82 @@ def positions(head, addr, rows, out):
             d = (x >> U(4 * (7 - q))) & U(15)
             w |= (d + (U(48) if d < U(10) else U(55))) << U(8 * q)
         _store64(out, 16 * i + 8, w)
+
+
+# -- the records-mode rows of the records the columns read (decoder._RecordsMode.run_native)
+
+@njit(**_OPTS)
+def _two_of(w, k):
+    return (np.int64((w >> U(8 * k)) & FF) - 48) * 10 + np.int64((w >> U(8 * k + 8)) & FF) - 48
+
+
+@njit(**_OPTS)
+def _days_from_civil(y, m, d):
+    y -= 1 if m <= 2 else 0
+    era = (y if y >= 0 else y - 399) // 400
+    yoe = y - era * 400
+    mp = (m + 9) % 12
+    doy = (153 * mp + 2) // 5 + d - 1
+    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
+    return era * 146097 + doe - 719468
+
+
+@njit(**_OPTS)
+def rows(fast, tcode, link, hval, words, fit, role_of, kind_of, home_op, pivot,
+         fi, role_f, codes, tkeys, tslot, local):
+    """The rows of the records the columns read, in one pass over the records: which
+    records are rows (``fast``, a known role, not a BEGIN that links somewhere: ``fi``), and
+    per row its role, codes (0 kind, 1 record type, 2 rule, 3 op of a home-row change, 4 the
+    table of a change: an index into the distinct tables, found by hashing into ``tkeys``/
+    ``tslot``) and, for a COMMIT read by fixed columns, its date and time as naive seconds
+    (``local``; -1 for one read by tokens). Returns (rows, tables), tables -1 when the hash
+    table is too small."""
+    m = 0
+    nt = 0
+    hmask = tkeys.shape[0] - 1
+    for i in range(fast.shape[0]):
+        if not fast[i]:
+            continue
+        t = tcode[i]
+        if t < 0:
+            continue
+        r = role_of[t]
+        if r == 1 and link[i] != 0:               # R_BEGIN that links somewhere
+            continue
+        fi[m] = i
+        role_f[m] = r
+        codes[0, m] = kind_of[r]
+        codes[1, m] = t
+        codes[2, m] = t if (r == 0 or r == 8) else -1          # R_OTHER, R_SYSTEM
+        codes[3, m] = home_op[t] if r == 5 else -1             # R_HOME
+        if r == 5 or r == 7:                                   # R_HOME, R_DDL: its table
+            key = hval[i, 0]
+            h = np.int64((key * U(0x9E3779B97F4A7C15)) >> U(40)) & hmask
+            while True:
+                if tslot[h] < 0:
+                    if 2 * (nt + 1) > tkeys.shape[0]:
+                        return m, -1
+                    tkeys[h] = key
+                    tslot[h] = nt
+                    nt += 1
+                    break
+                if tkeys[h] == key:
+                    break
+                h = (h + 1) & hmask
+            codes[4, m] = tslot[h]
+        else:
+            codes[4, m] = -1
+        if r == 2:                                             # R_COMMIT
+            if fit[i]:
+                dw = words[i, 0]
+                tw = words[i, 1]
+                mm = _two_of(dw, 0)
+                dd = _two_of(dw, 3)
+                yy = _two_of(dw, 6)
+                year = 1900 + yy if yy >= pivot else 2000 + yy
+                local[m] = (_days_from_civil(year, mm, dd) * 86400 + _two_of(tw, 0) * 3600
+                            + _two_of(tw, 3) * 60 + _two_of(tw, 6))
+            else:
+                local[m] = -1
+        m += 1
+    return m, nt
