@@ -1320,7 +1320,7 @@ class _RecordsMode:
             "record_type": S(COL.TYPE_NAMES, codes[1, :m], None),
             "rule": S(_TYPE_RULES, codes[2, :m], None),
         }
-        fields["seg_data"] = self.raw(fi, ~system)
+        fields["seg_data"] = self.raw_native(fi, r)
         begin = r == CH.R_BEGIN
         users = recs.column_strings(L.N_HEADER + 3, fi, begin)
         if users is None:
@@ -1347,6 +1347,33 @@ class _RecordsMode:
             ci = np.zeros(0, np.int64)
         careful = [self.careful_row(i) for i in ci.tolist()]
         self.add(sink, fi, ci, careful, S(_KINDS, codes[0, :m], None), fields)
+
+    def raw_native(self, fi: np.ndarray, r: np.ndarray) -> pa.Array:
+        """``raw(fi, r != R_SYSTEM)`` from the units the compiled pass found, in one pass
+        (``native.seg_offsets``, ``seg_fill``)."""
+        nat = COL._native_state["module"]
+        recs, t = self.recs, self.text
+        m = len(fi)
+        sc = t.native
+        off = nat.empty(m + 1, np.int32)
+        bitmap = np.zeros((m + 7) // 8, np.uint8)
+        bad = np.empty(m, np.int64)
+        total, nulls, nbad = nat.seg_offsets(fi, recs._line_s, sc.uend, sc.usimple, r,
+                                             RAW_HEX_LIMIT, off, bitmap, bad)
+        patch = {j: self.unit(int(fi[j])).raw[:RAW_HEX_LIMIT] for j in bad[:nbad].tolist()}
+        if patch:                                  # units of another shape: joined
+            lens = np.diff(off.astype(np.int64))
+            for j, b in patch.items():
+                lens[j] = len(b)
+            off[1:] = np.cumsum(lens)
+            total = int(off[-1])
+        data = pa.allocate_buffer(total + 8)
+        out = np.frombuffer(data, np.uint8)
+        nat.seg_fill(t.buf, fi, recs._line_s, off, out)
+        for j, b in patch.items():                 # (seg_fill copied their bytes: replaced)
+            out[off[j]:off[j] + len(b)] = np.frombuffer(b, np.uint8)
+        return pa.BinaryArray.from_buffers(pa.binary(), m, [pa.py_buffer(bitmap) if nulls else None,
+                                                          pa.py_buffer(off), data], nulls)
 
     def changes_native(self, fields: dict, fi: np.ndarray, r: np.ndarray, codes: np.ndarray,
                        keys: np.ndarray, S) -> None:
@@ -1393,8 +1420,9 @@ class _RecordsMode:
             home_i = np.flatnonzero(home)
             rid = _scatter(self.recs.hex_text(L.N_HEADER + 1, fi[home_i]), home_i, len(fi))
         fields["row_id"] = rid
-        fields["schema_name"] = S(schemas, code, known)
-        fields["table_name"] = S(names, code, known)
+        code = np.where(known, code, -1)
+        fields["schema_name"] = S(schemas, code, None)
+        fields["table_name"] = S(names, code, None)
         fields["flag"] = S((RS.UNKNOWN_TABLE_FLAG,), flag.astype(np.int8) - 1, None)
         if len(di):
             dcode = np.full(len(fi), -1, np.int32)

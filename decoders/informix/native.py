@@ -787,3 +787,50 @@ def rows(fast, tcode, link, hval, words, fit, role_of, kind_of, home_op, pivot,
                 local[m] = -1
         m += 1
     return m, nt
+
+
+@njit(**_OPTS)
+def seg_offsets(fi, line_s, uend, usimple, role_f, limit, off, bitmap, bad):
+    """``seg_data`` of the rows (records ``fi``): offsets and validity (null for a
+    R_SYSTEM row) of the bytes from the record line's start to the end of its last dump
+    line, at most ``limit``; a unit of another shape (not ``usimple``) goes to ``bad`` (its
+    bytes joined by the caller, length 0 here). Returns (bytes, nulls, bad rows)."""
+    total = 0
+    nulls = 0
+    nb = 0
+    off[0] = 0
+    for j in range(fi.shape[0]):
+        if role_f[j] == 8:
+            nulls += 1
+        else:
+            bitmap[j >> 3] |= np.uint8(1 << (j & 7))
+            i = fi[j]
+            if usimple[i]:
+                total += min(uend[i] - line_s[i], limit)
+            else:
+                bad[nb] = j
+                nb += 1
+        off[j + 1] = total
+    return total, nulls, nb
+
+
+@njit(**_OPTS)
+def seg_fill(buf, fi, line_s, off, out):
+    n = buf.shape[0]
+    for j in range(fi.shape[0]):
+        o = np.int64(off[j])
+        k = np.int64(off[j + 1]) - o
+        if k <= 0:
+            continue
+        a = line_s[fi[j]]
+        if a + k > n:                 # a unit joined by the caller: its bytes are not here
+            continue
+        q = 0
+        if a + k + 8 <= n:
+            while q < k:
+                _store64(out, o + q, _load64(buf, a + q))
+                q += 8
+        else:
+            while q < k:
+                out[o + q] = buf[a + q]
+                q += 1
