@@ -86,6 +86,40 @@ def _load64(typingctx, arr, idx):
 
 # -- byte classes of a word (fixed.py): the top bit of every byte that is in the class
 
+@intrinsic
+def _bswap(typingctx, x):
+    """The bytes of a 64-bit word in reverse order."""
+    if x != types.uint64:
+        return None
+    sig = types.uint64(types.uint64)
+
+    def codegen(context, builder, signature, args):
+        fn = builder.module.declare_intrinsic("llvm.bswap", [ir.IntType(64)])
+        return builder.call(fn, [args[0]])
+
+    return sig, codegen
+
+
+@njit(**_INL)
+def _hex_value(x, k):
+    """The first k (1..8) bytes of x, hex digits, as a number (``fixed.hex_value``)."""
+    d = ((x & U(0x0F0F0F0F0F0F0F0F)) + U(9) * ((x >> U(6)) & ONES)) & _BYTE[k]
+    d = _bswap(d << U(8 * (8 - k)))
+    d = (d | (d >> U(4))) & U(0x00FF00FF00FF00FF)
+    d = (d | (d >> U(8))) & U(0x0000FFFF0000FFFF)
+    return (d | (d >> U(16))) & U(0xFFFFFFFF)
+
+
+@njit(**_INL)
+def _dec_value(x, k):
+    """The first k (1..8) bytes of x, decimal digits, as a number (``fixed.dec_value``)."""
+    d = (x ^ U(0x3030303030303030)) & _BYTE[k]
+    d = d << U(8 * (8 - k))
+    d = d * U(10) + (d >> U(8))
+    return (((d & U(0x000000FF000000FF)) * U(100 + (1000000 << 32)))
+            + (((d >> U(16)) & U(0x000000FF000000FF)) * U(1 + (10000 << 32)))) >> U(32)
+
+
 @njit(**_INL)
 def _eq_flags(x, pattern):
     z = x ^ pattern
@@ -250,6 +284,25 @@ def _dump(buf, s, c, masks):
 
 
 @njit(**_INL)
+def _dump16(buf, s):
+    """``_dump(buf, s, 16, masks)`` of the usual dump line, by its layout: 8 blanks, four
+    groups of 8 lower-case hex digits one blank apart (words at 8, 17, 26, 35), 2 blanks,
+    16 printable characters (words at 45 and 53), 3 bytes after the line that are not 0xff
+    (64 bytes readable from s)."""
+    if _load64(buf, s) != BLANKS:
+        return False
+    for o in (8, 17, 26, 35):
+        if _lower_hex(_load64(buf, s + o)) != HIGH:
+            return False
+    if buf[s + 16] != 32 or buf[s + 25] != 32 or buf[s + 34] != 32 or buf[s + 43] != 32 \
+            or buf[s + 44] != 32:
+        return False
+    if (_print_or_blank(_load64(buf, s + 45)) & _print_or_blank(_load64(buf, s + 53))) != HIGH:
+        return False
+    return buf[s + 61] != 255 and buf[s + 62] != 255 and buf[s + 63] != 255
+
+
+@njit(**_INL)
 def _record(buf, s, length, r, hmul, hshift, htable, hkeys, hcode, lkeys, lcode,
             ncols, kinds, rest, addr, xid, link, tcode, cols, words, hval, hcanon):
     """The fixed-column reading of one record line (``columns.Records._fixed``, the same
@@ -260,15 +313,16 @@ def _record(buf, s, length, r, hmul, hshift, htable, hkeys, hcode, lkeys, lcode,
     zero) to ``hval[r]``, ``hcanon[r]``. At least 112 bytes are readable from s."""
     if length < 36 or length > 96:
         return False
-    k = _field(_at(buf, s, length, 0), 8, True)            # addr
+    w = _load64(buf, s)                                     # addr (36 bytes or more: whole)
+    k = _field(w, 8, True)
     if k < 0:
         return False
-    a = _value(_at(buf, s, length, 0), k, True)
-    b = _at(buf, s, length, 8)                              # blank, len, blank
+    a = _hex_value(w, k)
+    b = _load64(buf, s + 8)                                 # blank, len, blank
     if (b & FF) != U(0x20) or ((b >> U(40)) & FF) != U(0x20) or _field(b >> U(8), 4, False) < 0:
         return False
-    c1 = _at(buf, s, length, 14)                            # the type name
-    c2 = _at(buf, s, length, 22)
+    c1 = _load64(buf, s + 14)                               # the type name
+    c2 = _load64(buf, s + 22)
     nb1 = _blank(c1)
     tl = _first_unset(~nb1 & HIGH, 8)
     if tl == 8:
@@ -286,7 +340,7 @@ def _record(buf, s, length, r, hmul, hshift, htable, hkeys, hcode, lkeys, lcode,
     k = _field(w, 8, False)
     if k < 0:
         return False
-    x = _value(w, k, False)
+    x = _dec_value(w, k)
     q = _at(buf, s, length, 31 + sh)                        # blank, id, blank
     if (q & FF) != U(0x20) or ((q >> U(24)) & FF) != U(0x20) or _field(q >> U(8), 2, False) < 0:
         return False
@@ -294,7 +348,7 @@ def _record(buf, s, length, r, hmul, hshift, htable, hkeys, hcode, lkeys, lcode,
     k = _field(w, 8, True)
     if k < 0:
         return False
-    ln = _value(w, k, True)
+    ln = _hex_value(w, k)
     extra = length > 43 + sh
     if extra and (buf[s + 43 + sh] != 32 or length <= 44 + sh):
         return False
@@ -356,7 +410,7 @@ def _record(buf, s, length, r, hmul, hshift, htable, hkeys, hcode, lkeys, lcode,
             if tk < 1 or (_hex(w) & hb) != hb:
                 return False
             if kk < 2:                      # the value, and whether printed as format(v, "x")
-                hval[r, kk] = _value(w, tk, True)
+                hval[r, kk] = _hex_value(w, tk)
                 upper = _range_flags(w, U(0x3F3F3F3F3F3F3F3F), U(0x3939393939393939)) & hb
                 hcanon[r, kk] = upper == 0 and ((w & FF) != U(0x30) or tk == 1)
         elif kind == K_DEC:
@@ -419,7 +473,7 @@ def scan(buf, starts, ends, kind, rline, fit, addr, xid, link, tcode, cols, word
         c = buf[s]
         # the usual dump line: 16 bytes rendered, 61 bytes and a newline
         if c == 32 and s + 64 <= n and buf[s + 61] == 10 and buf[s + 60] != 13 \
-                and _dump(buf, s, 16, masks):
+                and _dump16(buf, s):
             starts[m] = s
             ends[m] = s + 61
             kind[m] = DUMP
