@@ -436,11 +436,11 @@ def _lines_array(data, starts: np.ndarray, size: int) -> pa.Array:
                                             [None, pa.py_buffer(offsets), pa.py_buffer(data)])
 
 
-def _matches(array: pa.Array, rows: np.ndarray, pattern: str) -> np.ndarray:
-    """Which of ``rows`` of ``array`` match ``pattern`` (RE2)."""
+def _matches(text: "Text", rows: np.ndarray, pattern: str) -> np.ndarray:
+    """Which of the lines ``rows`` of ``text`` match ``pattern`` (RE2)."""
     if not len(rows):
         return np.zeros(0, dtype=bool)
-    got = pc.match_substring_regex(pc.take(array, pa.array(rows)), pattern)
+    got = pc.match_substring_regex(text.lines_array(rows), pattern)
     return np.asarray(got.to_numpy(zero_copy_only=False), dtype=bool)
 
 
@@ -569,6 +569,9 @@ def _native_tables() -> tuple:
     return _NATIVE_TABLES
 
 
+_FEW_LINES = 4096          # lines_array: up to this many lines copied one by one
+
+
 class Text:
     """The lines of one onlog text, classified: blank, dump, header, record, and indented
     lines that are none of those (``LINE_INDENTED``: quarantined, never dropped)."""
@@ -619,11 +622,11 @@ class Text:
                 dump = np.zeros(m, dtype=bool)
                 dump[ind] = canonical_dumps(buf, starts[ind], ends[ind] - starts[ind])
                 other = ind[~dump[ind]]
-                dump[other] = _matches(self.array, other, DUMP_LINE)
+                dump[other] = _matches(self, other, DUMP_LINE)
                 kind[indented & dump] = LINE_DUMP
                 rest = np.flatnonzero(indented & ~dump)
-                blank = _matches(self.array, rest, _BLANK_LINE)
-                head = _matches(self.array, rest, _HEADER_LINE)
+                blank = _matches(self, rest, _BLANK_LINE)
+                head = _matches(self, rest, _HEADER_LINE)
                 kind[rest[head]] = LINE_HEADER
                 kind[rest[~blank & ~head]] = LINE_INDENTED
             # header lines: a first token starting with "addr" (any case) is not hex
@@ -637,7 +640,7 @@ class Text:
                 g = gather_left_safe(buf, starts[cand[near]], ends[cand[near]], 8) | 0x20
                 head4[near] = np.ascontiguousarray(g).view("<u8").reshape(-1)
             maybe = cand[(head4 & F.U64(0xFFFFFFFF)) == _ADDR_WORD]
-            kind[maybe[_matches(self.array, maybe, _HEADER_LINE)]] = LINE_HEADER
+            kind[maybe[_matches(self, maybe, _HEADER_LINE)]] = LINE_HEADER
         self.kind = kind
 
     @property
@@ -648,6 +651,18 @@ class Text:
             self._array = _lines_array(data if isinstance(data, (bytes, bytearray))
                                        else self.buf.tobytes(), self.starts, self.size)
         return self._array
+
+    def lines_array(self, rows: np.ndarray) -> pa.Array:
+        """The lines ``rows`` (with their line ends) as Arrow large binary: ``array``'s rows,
+        copied one by one when they are few (no array over every line built for them)."""
+        rows = np.asarray(rows, np.int64)
+        if self._array is not None or len(rows) > _FEW_LINES:
+            return pc.take(self.array, pa.array(rows))
+        last = self.n_lines - 1
+        nxt = np.where(rows < last, self.starts[np.minimum(rows + 1, last)], self.size)
+        buf = self.buf
+        return pa.array([buf[a:b].tobytes() for a, b in zip(self.starts[rows].tolist(),
+                                                           nxt.tolist())], pa.large_binary())
 
     def _init_native(self, nat, buf: np.ndarray) -> None:
         """Lines, kinds and the record lines' fixed columns from the compiled pass
@@ -666,18 +681,18 @@ class Text:
             # (``decoder._RecordsMode.raw``): the line may end it, or belong to it
             before = np.searchsorted(r.rline, pend) - 1
             r.usimple[before[before >= 0]] = False
-            dump = _matches(self.array, pend, DUMP_LINE)
+            dump = _matches(self, pend, DUMP_LINE)
             kind[pend[dump]] = LINE_DUMP
             rest = pend[~dump]
-            blank = _matches(self.array, rest, _BLANK_LINE)
-            head = _matches(self.array, rest, _HEADER_LINE)
+            blank = _matches(self, rest, _BLANK_LINE)
+            head = _matches(self, rest, _HEADER_LINE)
             kind[rest] = LINE_BLANK
             kind[rest[head]] = LINE_HEADER
             kind[rest[~blank & ~head]] = LINE_INDENTED
         if r.heads:
             pend = np.flatnonzero(kind == nat.PENDING_HEAD)
             kind[pend] = LINE_RECORD
-            kind[pend[_matches(self.array, pend, _HEADER_LINE)]] = LINE_HEADER
+            kind[pend[_matches(self, pend, _HEADER_LINE)]] = LINE_HEADER
         self.kind = kind
         self.native = r
 
@@ -729,7 +744,7 @@ class TokenRecords:
         self.lines = lines                       # line index of each record
         self.n = nrec = len(lines)
         if nrec:
-            compact = pc.take(text.array, pa.array(lines))
+            compact = text.lines_array(lines)
             off = np.frombuffer(compact.buffers()[1], np.int64)[compact.offset:compact.offset + nrec + 1]
             raw = np.frombuffer(compact.buffers()[2], np.uint8)
             buf = np.full(int(off[-1] - off[0]) + 2 * PAD, 0x20, dtype=np.uint8)

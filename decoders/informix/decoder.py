@@ -82,6 +82,7 @@ records (``n_records`` 0), never a crash.
 from __future__ import annotations
 
 import datetime as _dt
+import gc
 import posixpath
 from dataclasses import dataclass, field
 from zoneinfo import ZoneInfo
@@ -983,7 +984,20 @@ def decode_records(data: bytes, ctx: DecodeContext, sink: EventSink) -> None:
             sink.quarantine(err, line_no, ctx.index, data, n_records=len(rec_lines),
                             n_bytes=len(data))
         return None
-    _RecordsMode(ctx, uniqid, text, text.records()).run(sink)
+    recs = text.records()
+    if text.native is None:
+        _RecordsMode(ctx, uniqid, text, recs).run(sink)
+        return None
+    # a big text: the collector paused while its rows are built (the DDL records' values
+    # are Python objects; a full collection walks every object of the process, numba's too)
+    paused = gc.isenabled()
+    if paused:
+        gc.disable()
+    try:
+        _RecordsMode(ctx, uniqid, text, recs).run(sink)
+    finally:
+        if paused:
+            gc.enable()
     return None
 
 
