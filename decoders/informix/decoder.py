@@ -1284,8 +1284,9 @@ class _RecordsMode:
 
     def run_native(self, sink: EventSink) -> None:
         """``run`` for records the compiled pass read (``native.rows``): which records are
-        rows, their roles and the codes of their string columns in one pass over the
-        records, the columns built from those codes into Arrow buffers; what ``run`` gives."""
+        rows, their roles, line numbers, bytes and the codes of their string columns in one
+        pass over the records; the string columns built from those codes in one more
+        (``COL.dict_columns``), the others from the scan's columns; what ``run`` gives."""
         recs, uniqid, ctx = self.recs, self.uniqid, self.ctx
         nat = COL._native_state["module"]
         n = recs.n
@@ -1308,31 +1309,28 @@ class _RecordsMode:
                 fast[hi[~ok]] = False
         fi = nat.empty(n, np.int64)
         role_f = nat.empty(n, np.int8)
-        codes = nat.empty((5, n), np.int32)
-        local = nat.empty(n, np.int64)
-        size = 1024
+        codes = nat.empty((8, n), np.int32)
+        local, offs, idx, nbytes = (nat.empty(n, np.int64) for _ in range(4))
+        size = 1 << 14
         while True:
             tkeys = np.zeros(size, np.uint64)
             tslot = np.full(size, -1, np.int64)
             m, nt = nat.rows(fast, recs.tcode, recs.link, recs._hval, recs._words, recs.fit,
-                             CH.ROLE, _KIND_OF_ROLE, _HOME_OP, L.YEAR_PIVOT, fi, role_f, codes,
-                             tkeys, tslot, local)
+                             CH.ROLE, _KIND_OF_ROLE, _HOME_OP, L.YEAR_PIVOT, recs._line_s,
+                             recs.lines, self.text.size, ctx.line, ctx.index, fi, role_f, codes,
+                             tkeys, tslot, local, offs, idx, nbytes)
             if nt >= 0:
                 break
             size *= 16
-        fi, r = fi[:m], role_f[:m]
+        fi, r, codes = fi[:m], role_f[:m], codes[:, :m]
         keys = np.zeros(nt, np.uint64)
         used = tslot >= 0
         keys[tslot[used]] = tkeys[used]
-        S = _strings_of(recs)
-        system = r == CH.R_SYSTEM
         xid, link = recs.xid.view(np.int64), recs.link.view(np.int64)
         fields: dict = {
             "position": COL.native_positions(uniqid, recs.addr, fi),
             "xid": xid if m == n else xid[fi],
             "link": link if m == n else link[fi],
-            "record_type": S(COL.TYPE_NAMES, codes[1, :m], None),
-            "rule": S(_TYPE_RULES, codes[2, :m], None),
         }
         fields["seg_data"] = self.raw_native(fi, r)
         begin = r == CH.R_BEGIN
@@ -1351,8 +1349,15 @@ class _RecordsMode:
                 loc[tok] = recs.local_seconds(L.N_HEADER, fi[ci[tok]])
             ts[ci] = utc_micros(loc, self.zone)
         fields["commit_ts"] = pa.array(ts, pa.timestamp("us", tz="UTC"), mask=~commit)
+        specs = [(0, _KINDS), (1, COL.TYPE_NAMES), (2, _TYPE_RULES)]
+        names = ["kind", "record_type", "rule"]
         if nt:
-            self.changes_native(fields, fi, r, codes[:, :m], keys, S)
+            specs += self.changes_native(fields, fi, r, codes, keys)
+            names += ["op", "table_id", "schema_name", "table_name", "flag"]
+        cols = COL.dict_columns(codes, specs)
+        kinds = cols[0]
+        for name, col in zip(names[1:], cols[1:]):
+            fields[name] = col
         if m < n:
             row = np.zeros(n, bool)
             row[fi] = True
@@ -1360,7 +1365,14 @@ class _RecordsMode:
         else:
             ci = np.zeros(0, np.int64)
         careful = [self.careful_row(i) for i in ci.tolist()]
-        self.add(sink, fi, ci, careful, S(_KINDS, codes[0, :m], None), fields)
+        if len(ci):
+            ss = recs._line_s
+            nbc = np.append(ss[1:], self.text.size)[ci] - ss[ci]
+            nbc[ci == 0] += ss[0]
+            nb = np.concatenate((nbytes[:m], nbc))
+        else:
+            nb = nbytes[:m]
+        self.add(sink, fi, ci, careful, kinds, fields, nb, offs[:m], idx[:m])
 
     def raw_native(self, fi: np.ndarray, r: np.ndarray) -> pa.Array:
         """``raw(fi, r != R_SYSTEM)`` from the units the compiled pass found, in one pass
@@ -1390,20 +1402,20 @@ class _RecordsMode:
                                                           pa.py_buffer(off), data], nulls)
 
     def changes_native(self, fields: dict, fi: np.ndarray, r: np.ndarray, codes: np.ndarray,
-                       keys: np.ndarray, S) -> None:
-        """``changes`` from the codes of ``native.rows`` (3: op of a home-row change, 4: its
-        table among ``keys``, the distinct tables in order of first appearance)."""
+                       keys: np.ndarray) -> list:
+        """``changes`` from the codes of ``native.rows`` (3: op of a home-row change, 4 and 5:
+        its table among ``keys``, the distinct tables in order of first appearance): the
+        DDL records' codes set here, the row ids and ddl texts built; returns the specs of
+        the dictionary columns op, table_id, schema_name, table_name, flag."""
         home = r == CH.R_HOME
         ddl = r == CH.R_DDL
         ids = [format(t, "x") for t in keys.tolist()]
         tables = [self.catalog.table(t) for t in ids]
-        code = codes[4]
-        fields["table_id"] = S(ids, code, None)
-        known = (code >= 0) & np.array([t is not None for t in tables] + [False], bool)[code]
+        kn = np.array([t is not None for t in tables] + [False], bool)
         schemas = [t.schema if t else None for t in tables]
         names = [t.name if t else None for t in tables]
-        op = codes[3]
-        flag = home & ~known
+        op, code, flag = codes[3], codes[5], codes[6]
+        flag[home & ~kn[codes[4]]] = 0
         di = np.flatnonzero(ddl)
         texts = []
         tcode = codes[1]
@@ -1422,45 +1434,30 @@ class _RecordsMode:
             op[j] = _OP_CODE[v["op"]]
             texts.append(v.get("ddl"))
             if v.get("flag"):
-                flag[j] = True
-            elif not known[j]:                   # the names the record prints
+                flag[j] = 0
+                code[j] = -1
+            elif not kn[code[j]]:                # the names the record prints
                 code[j] = len(schemas)
                 schemas.append(v.get("schema_name"))
                 names.append(v.get("table_name"))
-                known[j] = True
-        fields["op"] = S(_OPS, op, None)
         rid = self.recs.hex_strings(L.N_HEADER + 1, fi, home)
         if rid is None:
             home_i = np.flatnonzero(home)
             rid = _scatter(self.recs.hex_text(L.N_HEADER + 1, fi[home_i]), home_i, len(fi))
         fields["row_id"] = rid
-        code = np.where(known, code, -1)
-        fields["schema_name"] = S(schemas, code, None)
-        fields["table_name"] = S(names, code, None)
-        fields["flag"] = S((RS.UNKNOWN_TABLE_FLAG,), flag.astype(np.int8) - 1, None)
         if len(di):
-            dcode = np.full(len(fi), -1, np.int32)
+            dcode = codes[7]
             dcode[di] = np.arange(len(di))
-            fields["ddl"] = S(texts, dcode, None)
+            fields["ddl"] = COL.dict_strings(texts, dcode)
+        return [(3, _OPS), (4, ids), (5, schemas), (5, names), (6, (RS.UNKNOWN_TABLE_FLAG,))]
 
     def add(self, sink: EventSink, fi: np.ndarray, ci: np.ndarray, careful: list, kinds,
-            fields: dict) -> None:
-        """The rows to the sink: the columnar rows (records ``fi``) in slices between the
-        careful ones (records ``ci``, rows ``careful``)."""
-        recs, ctx = self.recs, self.ctx
-        n = recs.n
-        # bytes: every row from its line's start to the next row's line start (the first
-        # row also counts the bytes before it, the last one those after it); the rows are
-        # the records, their lines in increasing order
-        nbytes = np.zeros(n, dtype=np.int64)
-        if n:
-            ss = self.text.starts[recs.lines]
-            nb = np.append(ss[1:], self.text.size) - ss
-            nb[0] += ss[0]
-            nbytes = nb[np.concatenate((fi, ci))] if len(ci) else nb[fi]
+            fields: dict, nbytes: np.ndarray, offsets: np.ndarray, index: np.ndarray) -> None:
+        """The rows to the sink: the columnar rows (records ``fi``: their ``offsets``,
+        ``index``) in slices between the careful ones (records ``ci``, rows ``careful``);
+        ``nbytes`` of the columnar rows, then of the careful ones."""
+        ctx = self.ctx
         m = len(fi)
-        offsets = recs.lines[fi] + 1 + ctx.line
-        index = fi + ctx.index
         # rows in record order: the columnar rows in slices between the careful ones (many
         # careful rows: added after them, the sink puts them in order)
         cuts = np.searchsorted(fi, [c["index"] - ctx.index for c in careful]).tolist() \

@@ -614,6 +614,28 @@ def _store64(typingctx, arr, idx, val):
     return sig, codegen
 
 
+@intrinsic
+def _memcpy(typingctx, dst, d, src, a, k):
+    """``dst[d:d + k] = src[a:a + k]`` (uint8 arrays, no overlap) by ``llvm.memcpy``."""
+    if not (isinstance(dst, types.Array) and isinstance(src, types.Array)):
+        return None
+    sig = types.void(dst, d, src, a, k)
+
+    def codegen(context, builder, signature, args):
+        from numba.core import cgutils
+
+        dary = context.make_array(signature.args[0])(context, builder, args[0])
+        sary = context.make_array(signature.args[2])(context, builder, args[2])
+        di = context.cast(builder, args[1], signature.args[1], types.intp)
+        si = context.cast(builder, args[3], signature.args[3], types.intp)
+        ki = context.cast(builder, args[4], signature.args[4], types.intp)
+        cgutils.raw_memcpy(builder, builder.gep(dary.data, [di]), builder.gep(sary.data, [si]),
+                           ki, 1)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
 @njit(**_OPTS)
 def copy_spans(buf, s, off, out):
     """The bytes ``buf[s[i]:s[i] + off[i + 1] - off[i]]`` of every row into ``out`` at
@@ -784,18 +806,22 @@ def _days_from_civil(y, m, d):
 
 @njit(**_OPTS)
 def rows(fast, tcode, link, hval, words, fit, role_of, kind_of, home_op, pivot,
-         fi, role_f, codes, tkeys, tslot, local):
+         line_s, lines, size, line0, index0,
+         fi, role_f, codes, tkeys, tslot, local, offs, idx, nbytes):
     """The rows of the records the columns read, in one pass over the records: which
     records are rows (``fast``, a known role, not a BEGIN that links somewhere: ``fi``), and
-    per row its role, codes (0 kind, 1 record type, 2 rule, 3 op of a home-row change, 4 the
-    table of a change: an index into the distinct tables, found by hashing into ``tkeys``/
-    ``tslot``) and, for a COMMIT read by fixed columns, its date and time as naive seconds
-    (``local``; -1 for one read by tokens). Returns (rows, tables), tables -1 when the hash
+    per row its role, record offset (line number), record index, bytes (from its line's start
+    to the next record's), codes (0 kind, 1 record type, 2 rule, 3 op of a home-row change,
+    4 and 5 the table of a change: an index into the distinct tables, found by hashing into
+    ``tkeys``/``tslot``; 6 flag and 7 ddl: -1, set by the caller) and, for a COMMIT read by
+    fixed columns, its date and time as naive seconds (``local``; -1 for one read by
+    tokens). Returns (rows, tables), tables -1 when the hash
     table is too small."""
     m = 0
     nt = 0
+    n = fast.shape[0]
     hmask = tkeys.shape[0] - 1
-    for i in range(fast.shape[0]):
+    for i in range(n):
         if not fast[i]:
             continue
         t = tcode[i]
@@ -806,10 +832,16 @@ def rows(fast, tcode, link, hval, words, fit, role_of, kind_of, home_op, pivot,
             continue
         fi[m] = i
         role_f[m] = r
+        offs[m] = lines[i] + 1 + line0
+        idx[m] = i + index0
+        nb = (line_s[i + 1] if i + 1 < n else size) - line_s[i]
+        nbytes[m] = nb + line_s[0] if i == 0 else nb
         codes[0, m] = kind_of[r]
         codes[1, m] = t
         codes[2, m] = t if (r == 0 or r == 8) else -1          # R_OTHER, R_SYSTEM
         codes[3, m] = home_op[t] if r == 5 else -1             # R_HOME
+        codes[6, m] = -1
+        codes[7, m] = -1
         if r == 5 or r == 7:                                   # R_HOME, R_DDL: its table
             key = hval[i, 0]
             h = np.int64((key * U(0x9E3779B97F4A7C15)) >> U(40)) & hmask
@@ -825,8 +857,10 @@ def rows(fast, tcode, link, hval, words, fit, role_of, kind_of, home_op, pivot,
                     break
                 h = (h + 1) & hmask
             codes[4, m] = tslot[h]
+            codes[5, m] = tslot[h]
         else:
             codes[4, m] = -1
+            codes[5, m] = -1
         if r == 2:                                             # R_COMMIT
             if fit[i]:
                 dw = words[i, 0]
@@ -879,12 +913,37 @@ def seg_fill(buf, fi, line_s, off, out):
         a = line_s[fi[j]]
         if a + k > n:                 # a unit joined by the caller: its bytes are not here
             continue
-        q = 0
-        if a + k + 8 <= n:
-            while q < k:
-                _store64(out, o + q, _load64(buf, a + q))
-                q += 8
-        else:
-            while q < k:
-                out[o + q] = buf[a + q]
-                q += 1
+        _memcpy(out, o, buf, a, k)
+
+
+@njit(**_OPTS)
+def dict_columns(codes, src, doff, ddata, dvalid, base, off, bitmap, out, dstart):
+    """Several string columns of dictionary codes in one pass over the rows: column c is
+    ``dictionary_c[codes[src[c]]]`` (its entries ``base[c]``.. of ``doff``/``ddata``; a code
+    < 0 or an entry not ``dvalid``: null), its offsets ``off[c]``, validity ``bitmap[c]``
+    (zeroed) and bytes at ``out[dstart[c]:]`` (room for its longest entry on every row, and
+    8 bytes: copied a word at a time). Returns (bytes, nulls) per column."""
+    nc = src.shape[0]
+    m = codes.shape[1]
+    totals = np.zeros(nc, np.int64)
+    nulls = np.zeros(nc, np.int64)
+    for c in range(nc):
+        off[c, 0] = 0
+    for j in range(m):
+        for c in range(nc):
+            k = codes[src[c], j]
+            e = base[c] + k
+            if k >= 0 and dvalid[e]:
+                a = doff[e]
+                ln = doff[e + 1] - a
+                o = dstart[c] + totals[c]
+                q = 0
+                while q < ln:
+                    _store64(out, o + q, _load64(ddata, a + q))
+                    q += 8
+                totals[c] += ln
+                bitmap[c, j >> 3] |= np.uint8(1 << (j & 7))
+            else:
+                nulls[c] += 1
+            off[c, j + 1] = totals[c]
+    return totals, nulls
