@@ -1072,11 +1072,19 @@ class Records:
         are read by the callers)."""
         if self._cols is None:
             return self._col(self.cv, j, np.uint64)[rows]
-        if j - L.N_HEADER < 2:                   # kept by the scan
+        if j - L.N_HEADER < 2 and self._stamp(j, rows):       # kept by the scan
             return self._words[rows, j - L.N_HEADER]
         w = F.words(self.text.buf)
         return w[np.minimum(self._cs(j, rows), max(len(w) - 1, 0))] if len(w) else \
             np.zeros(len(rows), np.uint64)
+
+    def _stamp(self, j: int, rows: np.ndarray) -> bool:
+        """Whether column j of every one of ``rows`` is a date or time (the scan keeps
+        their words)."""
+        k = j - L.N_HEADER
+        kinds = np.array([len(c) > k and c[k][1] in (L.DATE, L.TIME)
+                          for c in (L.RECORD_TYPES[t] for t in TYPE_NAMES)] + [False], bool)
+        return bool(kinds[self.tcode[rows]].all())
 
     def _has_ce(self, j: int) -> bool:
         return self._cols is not None or j in self.ce

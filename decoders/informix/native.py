@@ -431,7 +431,7 @@ def _record(buf, s, length, r, hmul, hshift, htable, hkeys, hcode, lkeys, lcode,
                 return False
         cols[r, 2 * kk] = p
         cols[r, 2 * kk + 1] = nxt
-        if kk < 2:
+        if kk < 2 and (kind == K_DATE or kind == K_TIME):
             words[r, kk] = w
         p = min(nxt + 1, e)
     addr[r] = a
@@ -443,7 +443,8 @@ def _record(buf, s, length, r, hmul, hshift, htable, hkeys, hcode, lkeys, lcode,
 
 @njit(**_OPTS)
 def scan(buf, starts, ends, kind, rline, fit, addr, xid, link, tcode, cols, words, hval, hcanon,
-         uend, usimple, header, masks, hmul, hshift, htable, hkeys, hcode, lkeys, lcode, ncols, kinds, rest):
+         uend, usimple, header, masks, hmul, hshift, htable, hkeys, hcode, lkeys, lcode, ncols,
+         kinds, rest):
     """Lines and record lines of one onlog text (see the module's docstring) into the arrays
     given (``alloc``): every line's start, end and kind, and per record line (kinds RECORD
     and PENDING_HEAD, in order) its line, fit, header fields, type code, the (start, end) of
