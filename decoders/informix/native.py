@@ -86,6 +86,49 @@ def _load64(typingctx, arr, idx):
 
 # -- byte classes of a word (fixed.py): the top bit of every byte that is in the class
 
+def _ptr_intrinsic(bits: int, scale: int, store: bool, signed: bool = False):
+    """An intrinsic loading (``f(p, i)``) or storing (``f(p, i, v)``) the ``bits``-bit integer
+    at address ``p + scale * i`` (unaligned). The scan's helpers take addresses, not
+    arrays: numba counts the references of every array passed to a function (two atomic
+    operations per array and call), which cost half of the scan when they took arrays."""
+    nb = {(8, False): types.uint8, (16, True): types.int16, (64, False): types.uint64,
+          (64, True): types.int64}[(bits, signed)]
+    lt = ir.IntType(bits)
+
+    def typer(typingctx, p, i, v=None):
+        if store:
+            return types.void(p, i, v), codegen
+        return nb(p, i), codegen
+
+    def codegen(context, builder, signature, args):
+        addr = builder.add(context.cast(builder, args[0], signature.args[0], types.int64),
+                           builder.mul(context.cast(builder, args[1], signature.args[1],
+                                                    types.int64),
+                                       ir.Constant(ir.IntType(64), scale)))
+        ptr = builder.inttoptr(addr, lt.as_pointer())
+        if store:
+            builder.store(context.cast(builder, args[2], signature.args[2], nb), ptr, align=1)
+            return context.get_dummy_value()
+        return builder.load(ptr, align=1)
+
+    if store:
+        def f(typingctx, p, i, v):
+            return typer(typingctx, p, i, v)
+    else:
+        def f(typingctx, p, i):
+            return typer(typingctx, p, i)
+    return intrinsic(f)
+
+
+_b = _ptr_intrinsic(8, 1, False)            # byte at p + i
+_w = _ptr_intrinsic(64, 1, False)           # word at p + i (unaligned)
+_u64 = _ptr_intrinsic(64, 8, False)         # uint64 element i
+_i64 = _ptr_intrinsic(64, 8, False, True)   # int64 element i
+_put8 = _ptr_intrinsic(8, 1, True)
+_put64 = _ptr_intrinsic(64, 8, True)
+_put16 = _ptr_intrinsic(16, 2, True, True)
+
+
 @intrinsic
 def _bswap(typingctx, x):
     """The bytes of a 64-bit word in reverse order."""
@@ -236,13 +279,13 @@ def _stamp(x, date):
 
 
 @njit(**_INL)
-def _at(buf, s, length, o):
+def _at(bp, s, length, o):
     """The word at column o of the line at s (bytes past its end read as blanks); the
-    caller makes sure that s + o + 8 is inside the buffer."""
+    caller makes sure that s + o + 8 is inside the buffer (``bp``: its address)."""
     v = length - o
     if v <= 0:
         return BLANKS
-    w = _load64(buf, s + o)
+    w = _w(bp, s + o)
     if v >= 8:
         return w
     keep = _BYTE[v]
@@ -250,79 +293,86 @@ def _at(buf, s, length, o):
 
 
 @njit(**_INL)
-def _newline(buf, i, n):
+def _newline(bp, i, n):
     """Index of the first newline at or after i (n if none)."""
     while i + 8 <= n:
-        w = _load64(buf, i) ^ NLS
+        w = _w(bp, i) ^ NLS
         t = (w - ONES) & ~w & HIGH
         if t != 0:
             return i + np.int64(trailing_zeros(t) >> U(3))
         i += 8
-    while i < n and buf[i] != 10:
+    while i < n and _b(bp, i) != 10:
         i += 1
     return i
 
 
 @njit(**_INL)
-def _dump(buf, s, c, masks):
-    """The canonical dump line of c rendered bytes at s (64 bytes readable from s)."""
+def _dump(bp, s, c, mp):
+    """The canonical dump line of c rendered bytes at s (64 bytes readable from s; ``mp``:
+    the address of ``masks``, (17, 8, 4) uint64)."""
     for k in range(8):
-        w = _load64(buf, s + 8 * k)
-        m = masks[c, k, D_BLANK]
+        w = _w(bp, s + 8 * k)
+        e = (c * 8 + k) * 4
+        m = _u64(mp, e + D_BLANK)
         if m != 0 and (_blank(w) & m) != m:
             return False
-        m = masks[c, k, D_HEX]
+        m = _u64(mp, e + D_HEX)
         if m != 0 and (_lower_hex(w) & m) != m:
             return False
-        m = masks[c, k, D_PRINT]
+        m = _u64(mp, e + D_PRINT)
         if m != 0 and (_print_or_blank(w) & m) != m:
             return False
-        m = masks[c, k, D_NOT_FF]
+        m = _u64(mp, e + D_NOT_FF)
         if m != 0 and (_eq_flags(w, ~U(0)) & m) != 0:
             return False
     return True
 
 
 @njit(**_INL)
-def _dump16(buf, s):
-    """``_dump(buf, s, 16, masks)`` of the usual dump line, by its layout: 8 blanks, four
+def _dump16(bp, s):
+    """``_dump(bp, s, 16, masks)`` of the usual dump line, by its layout: 8 blanks, four
     groups of 8 lower-case hex digits one blank apart (words at 8, 17, 26, 35), 2 blanks,
     16 printable characters (words at 45 and 53), 3 bytes after the line that are not 0xff
     (64 bytes readable from s)."""
-    if _load64(buf, s) != BLANKS:
+    if _w(bp, s) != BLANKS:
         return False
     for o in (8, 17, 26, 35):
-        if _lower_hex(_load64(buf, s + o)) != HIGH:
+        if _lower_hex(_w(bp, s + o)) != HIGH:
             return False
-    if buf[s + 16] != 32 or buf[s + 25] != 32 or buf[s + 34] != 32 or buf[s + 43] != 32 \
-            or buf[s + 44] != 32:
+    if _b(bp, s + 16) != 32 or _b(bp, s + 25) != 32 or _b(bp, s + 34) != 32 \
+            or _b(bp, s + 43) != 32 or _b(bp, s + 44) != 32:
         return False
-    if (_print_or_blank(_load64(buf, s + 45)) & _print_or_blank(_load64(buf, s + 53))) != HIGH:
+    if (_print_or_blank(_w(bp, s + 45)) & _print_or_blank(_w(bp, s + 53))) != HIGH:
         return False
-    return buf[s + 61] != 255 and buf[s + 62] != 255 and buf[s + 63] != 255
+    return _b(bp, s + 61) != 255 and _b(bp, s + 62) != 255 and _b(bp, s + 63) != 255
 
 
 @njit(**_INL)
-def _record(buf, s, length, r, hmul, hshift, htable, hkeys, hcode, lkeys, lcode,
-            ncols, kinds, rest, addr, xid, link, tcode, cols, words, hval, hcanon):
+def _record(bp, s, length, r, hmul, hshift, P):
     """The fixed-column reading of one record line (``columns.Records._fixed``, the same
     rules word for word): True if it fits; then its header fields go to row r, the
     columns' (start, end) offsets to ``cols[r]`` and the words of its first two columns (as
     ``Records.cv``: bytes past the line end blank) to ``words[r]``, and where those are hex
     their values and whether they are printed as ``format(v, "x")`` (lower case, no leading
-    zero) to ``hval[r]``, ``hcanon[r]``. At least 112 bytes are readable from s."""
+    zero) to ``hval[r]``, ``hcanon[r]``. At least 112 bytes are readable from s (``bp``:
+    the buffer's address). ``P``: the addresses of the tables (htable, hkeys, hcode, lkeys,
+    lcode, ncols, kinds, rest), the number of long type names and the most columns of a
+    type, the addresses of the outputs (addr, xid, link, tcode, cols, words, hval,
+    hcanon)."""
+    htable, hkeys, hcode, lkeys, lcode, ncols, kinds, rest, nlong, maxc = P[:10]
+    addr, xid, link, tcode, cols, words, hval, hcanon = P[10:]
     if length < 36 or length > 96:
         return False
-    w = _load64(buf, s)                                     # addr (36 bytes or more: whole)
+    w = _w(bp, s)                                     # addr (36 bytes or more: whole)
     k = _field(w, 8, True)
     if k < 0:
         return False
     a = _hex_value(w, k)
-    b = _load64(buf, s + 8)                                 # blank, len, blank
+    b = _w(bp, s + 8)                                 # blank, len, blank
     if (b & FF) != U(0x20) or ((b >> U(40)) & FF) != U(0x20) or _field(b >> U(8), 4, False) < 0:
         return False
-    c1 = _load64(buf, s + 14)                               # the type name
-    c2 = _load64(buf, s + 22)
+    c1 = _w(bp, s + 14)                               # the type name
+    c2 = _w(bp, s + 22)
     nb1 = _blank(c1)
     tl = _first_unset(~nb1 & HIGH, 8)
     if tl == 8:
@@ -336,64 +386,64 @@ def _record(buf, s, length, r, hmul, hshift, htable, hkeys, hcode, lkeys, lcode,
     sh = tl - 8 if tl > 8 else 0
     if length < 36 + sh:
         return False
-    w = _at(buf, s, length, 23 + sh)                        # xid
+    w = _at(bp, s, length, 23 + sh)                        # xid
     k = _field(w, 8, False)
     if k < 0:
         return False
     x = _dec_value(w, k)
-    q = _at(buf, s, length, 31 + sh)                        # blank, id, blank
+    q = _at(bp, s, length, 31 + sh)                        # blank, id, blank
     if (q & FF) != U(0x20) or ((q >> U(24)) & FF) != U(0x20) or _field(q >> U(8), 2, False) < 0:
         return False
-    w = _at(buf, s, length, 35 + sh)                        # link
+    w = _at(bp, s, length, 35 + sh)                        # link
     k = _field(w, 8, True)
     if k < 0:
         return False
     ln = _hex_value(w, k)
     extra = length > 43 + sh
-    if extra and (buf[s + 43 + sh] != 32 or length <= 44 + sh):
+    if extra and (_b(bp, s + 43 + sh) != 32 or length <= 44 + sh):
         return False
     code = -1
     if tl <= 8:
-        i = htable[(c1 * hmul) >> hshift]
-        if i >= 0 and hkeys[i] == c1:
-            code = hcode[i]
+        i = _i64(htable, (c1 * hmul) >> hshift)
+        if i >= 0 and _u64(hkeys, i) == c1:
+            code = _i64(hcode, i)
     else:
         k2 = c2 & _BYTE[tl - 8]
-        for i in range(lkeys.shape[0]):
-            if lkeys[i, 0] == c1 and lkeys[i, 1] == k2:
-                code = lcode[i]
+        for i in range(nlong):
+            if _u64(lkeys, 2 * i) == c1 and _u64(lkeys, 2 * i + 1) == k2:
+                code = _i64(lcode, i)
                 break
     if code < 0:
         return False
     # the columns of the type, one blank apart
-    nc = ncols[code]
+    nc = _i64(ncols, code)
     if (nc == 0) == extra:
         return False
     p = min(44 + sh, length)
     e = length
     for kk in range(nc):
-        kind = kinds[code, kk]
+        kind = _i64(kinds, code * maxc + kk)
         last = kk == nc - 1
-        if last and rest[code]:
+        if last and _b(rest, code) != 0:
             if e - p < 1 or e - p > 64:
                 return False
             o = p
             while o < e:                    # printable or tab
                 v = min(e - o, 8)
-                w = _load64(buf, s + o)
+                w = _w(bp, s + o)
                 m = _HB[v]
                 if ((_print_or_blank(w) | _eq_flags(w, U(0x0909090909090909))) & m) != m:
                     return False
                 o += 8
-            if buf[s + e - 1] <= 32 or buf[s + p] <= 32:
+            if _b(bp, s + e - 1) <= 32 or _b(bp, s + p) <= 32:
                 return False
-            cols[r, 2 * kk] = p
-            cols[r, 2 * kk + 1] = e
+            _put8(cols, r * 2 * maxc + 2 * kk, p)
+            _put8(cols, r * 2 * maxc + 2 * kk + 1, e)
             break
-        w = _at(buf, s, length, p)
+        w = _at(bp, s, length, p)
         tk = _first_unset(~_blank(w) & HIGH, 8)
         if kind == K_ASCII and tk == 8:
-            w2 = _at(buf, s, length, p + 8)
+            w2 = _at(bp, s, length, p + 8)
             tk2 = _first_unset(~_blank(w2) & HIGH, 8)
             hb2 = _HB[tk2]
             if (_printable(w2) & hb2) != hb2:
@@ -403,16 +453,16 @@ def _record(buf, s, length, r, hmul, hshift, htable, hkeys, hcode, lkeys, lcode,
         if last:
             if nxt != e:
                 return False
-        elif nxt == e or buf[s + nxt] != 32:
+        elif nxt == e or _b(bp, s + nxt) != 32:
             return False
         hb = _HB[min(tk, 8)]
         if kind == K_HEX:
             if tk < 1 or (_hex(w) & hb) != hb:
                 return False
             if kk < 2:                      # the value, and whether printed as format(v, "x")
-                hval[r, kk] = _hex_value(w, tk)
+                _put64(hval, 2 * r + kk, _hex_value(w, tk))
                 upper = _range_flags(w, U(0x3F3F3F3F3F3F3F3F), U(0x3939393939393939)) & hb
-                hcanon[r, kk] = upper == 0 and ((w & FF) != U(0x30) or tk == 1)
+                _put8(hcanon, 2 * r + kk, upper == 0 and ((w & FF) != U(0x30) or tk == 1))
         elif kind == K_DEC:
             fl = _dec(w)
             if (w & FF) == U(0x2D) and tk >= 2:
@@ -429,15 +479,15 @@ def _record(buf, s, length, r, hmul, hshift, htable, hkeys, hcode, lkeys, lcode,
         else:
             if tk < 1 or (_printable(w) & hb) != hb:
                 return False
-        cols[r, 2 * kk] = p
-        cols[r, 2 * kk + 1] = nxt
+        _put8(cols, r * 2 * maxc + 2 * kk, p)
+        _put8(cols, r * 2 * maxc + 2 * kk + 1, nxt)
         if kk < 2 and (kind == K_DATE or kind == K_TIME):
-            words[r, kk] = w
+            _put64(words, 2 * r + kk, w)
         p = min(nxt + 1, e)
-    addr[r] = a
-    xid[r] = x
-    link[r] = ln
-    tcode[r] = code
+    _put64(addr, r, a)
+    _put64(xid, r, x)
+    _put64(link, r, ln)
+    _put16(tcode, r, code)
     return True
 
 
@@ -459,6 +509,13 @@ def scan(buf, starts, ends, kind, rline, fit, addr, xid, link, tcode, cols, word
     n = buf.shape[0]
     cap = starts.shape[0]
     hl = header.shape[0]
+    bp = buf.ctypes.data
+    mp = masks.ctypes.data
+    P = (htable.ctypes.data, hkeys.ctypes.data, hcode.ctypes.data, lkeys.ctypes.data,
+         lcode.ctypes.data, ncols.ctypes.data, kinds.ctypes.data, rest.ctypes.data,
+         lkeys.shape[0], kinds.shape[1], addr.ctypes.data, xid.ctypes.data, link.ctypes.data,
+         tcode.ctypes.data, cols.ctypes.data, words.ctypes.data, hval.ctypes.data,
+         hcanon.ctypes.data)
     m = 0
     nr = 0
     cr = False
@@ -474,7 +531,7 @@ def scan(buf, starts, ends, kind, rline, fit, addr, xid, link, tcode, cols, word
         c = buf[s]
         # the usual dump line: 16 bytes rendered, 61 bytes and a newline
         if c == 32 and s + 64 <= n and buf[s + 61] == 10 and buf[s + 60] != 13 \
-                and _dump16(buf, s):
+                and _dump16(bp, s):
             starts[m] = s
             ends[m] = s + 61
             kind[m] = DUMP
@@ -486,7 +543,7 @@ def scan(buf, starts, ends, kind, rline, fit, addr, xid, link, tcode, cols, word
                     usimple[cur] = False
                 gap = False
             continue
-        e = _newline(buf, s, n)
+        e = _newline(bp, s, n)
         i = e + 1
         cut = False
         if e > s and buf[e - 1] == 13:
@@ -503,7 +560,7 @@ def scan(buf, starts, ends, kind, rline, fit, addr, xid, link, tcode, cols, word
             continue
         if c == 32 or (9 <= c <= 13):
             dc = length - 45
-            if 1 <= dc <= 16 and s + 64 <= n and _dump(buf, s, dc, masks):
+            if 1 <= dc <= 16 and s + 64 <= n and _dump(bp, s, dc, mp):
                 kind[m] = DUMP
                 if cur >= 0:
                     uend[cur] = e
@@ -537,9 +594,7 @@ def scan(buf, starts, ends, kind, rline, fit, addr, xid, link, tcode, cols, word
         gap = False
         uend[nr] = e
         usimple[nr] = not cut
-        if s + 112 <= n and _record(buf, s, length, nr, hmul, hshift, htable, hkeys, hcode,
-                                    lkeys, lcode, ncols, kinds, rest, addr, xid, link, tcode,
-                                    cols, words, hval, hcanon):
+        if s + 112 <= n and _record(bp, s, length, nr, hmul, hshift, P):
             fit[nr] = True
         else:
             fit[nr] = False
