@@ -617,6 +617,7 @@ class Text:
         self._data = data
         self._array = None
         self.native = None               # the compiled pass's record lines (native.py)
+        self._record_lines = None
         if native is None:
             native = native_wanted(n)
         nat = _native_module() if native else None
@@ -710,6 +711,7 @@ class Text:
         self.complete = np.ones(m, dtype=bool)
         if m and buf[-1] != 0x0A:
             self.complete[-1] = False
+        exact = True                  # the scan's record lines are the record lines
         if r.pending:
             pend = np.flatnonzero(kind == nat.PENDING_INDENT)
             # the unit of the record line before such a line is joined line by line
@@ -724,18 +726,24 @@ class Text:
             kind[rest] = LINE_BLANK
             kind[rest[head]] = LINE_HEADER
             kind[rest[~blank & ~head]] = LINE_INDENTED
+            exact &= not (~blank & ~head).any()
         if r.heads:
             pend = np.flatnonzero(kind == nat.PENDING_HEAD)
             kind[pend] = LINE_RECORD
-            kind[pend[_matches(self, pend, _HEADER_LINE)]] = LINE_HEADER
+            head = _matches(self, pend, _HEADER_LINE)
+            kind[pend[head]] = LINE_HEADER
+            exact &= not head.any()
         self.kind = kind
         self.native = r
+        self._record_lines = r.rline if exact else None
 
     def line(self, i: int) -> bytes:
         return bytes(self.buf[self.starts[i]:self.ends[i]])
 
     def record_lines(self) -> np.ndarray:
         """Lines that are records: record lines and indented lines that are not dumps."""
+        if self._record_lines is not None:           # the compiled pass's, as they are
+            return self._record_lines
         return np.flatnonzero((self.kind == LINE_RECORD) | (self.kind == LINE_INDENTED))
 
     def records(self) -> "Records":
@@ -1011,7 +1019,7 @@ class Records:
         its rows are the lines it took for record lines (a line the regular expression
         found a header is dropped, an indented line is added: not fit)."""
         lines = self.lines
-        if len(r.rline) == len(lines) and (r.rline == lines).all():
+        if lines is r.rline or (len(r.rline) == len(lines) and (r.rline == lines).all()):
             self._nrow = None                    # the same rows
             self.fit = r.fit
             self.addr, self.xid, self.link, self.tcode = r.addr, r.xid, r.link, r.tcode

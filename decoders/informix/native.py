@@ -779,16 +779,16 @@ def hex_offsets(rows, valid, canon, cols, c, val, off, bitmap):
 
 @njit(**_OPTS)
 def hex_fill(buf, line_s, rows, valid, canon, cols, c, val, off, out):
+    """The bytes of ``hex_offsets``' strings (``out``: 8 bytes of room at the end; a
+    printed column of a line read by fixed columns has 8 bytes readable after it)."""
     k = c // 2
     for i in range(rows.shape[0]):
         if valid[i]:
             r = rows[i]
             o = np.int64(off[i])
             n = np.int64(off[i + 1]) - o
-            if canon[r, k]:
-                a = line_s[r] + np.int64(cols[r, c])
-                for q in range(n):
-                    out[o + q] = buf[a + q]
+            if canon[r, k]:                    # at most 8 digits: one word
+                _store64(out, o, _load64(buf, line_s[r] + np.int64(cols[r, c])))
             else:
                 v = val[r, k]
                 for q in range(n):
