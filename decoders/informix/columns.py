@@ -492,16 +492,19 @@ def _has_cr(data, buf: np.ndarray) -> bool:
 # ----------------------------------------------------------------- the compiled pass
 
 # ``native.py`` (numba) does the newline scan, the line kinds, the dump-line check and the
-# fixed-column reading in one pass over the text. Loading numba and the cached machine code
-# costs ~0.3-0.5 s of CPU once per process, which pays back after some tens of MB of text:
-# a text of at least NATIVE_MIN_BYTES uses it, and once it is loaded every text of at least
-# NATIVE_LOADED_MIN_BYTES does; also a process that has read NATIVE_AFTER_BYTES by numpy
-# loads it (many ranges of a big night in one Spark worker). A night of small archives
-# never imports numba. ``DBLOG_INFORMIX_NATIVE``: ``auto`` (default), ``1`` (always, where
-# numba loads), ``0`` (never).
-NATIVE_MIN_BYTES = 24 << 20
+# fixed-column reading in one pass over the text, and the records-mode rows in a few more.
+# Importing numba and loading the cached machine code costs ~0.5-0.8 s of CPU once per
+# process (the first compile on a machine, before numba's cache holds it, ~10-14 s), and
+# the pass saves ~4-6 ms of CPU per MB of text: it pays back after ~100-150 MB. So a text
+# of at least NATIVE_MIN_BYTES uses it, a process that has read NATIVE_AFTER_BYTES by numpy
+# loads it (many ranges of a big night in one Spark worker: at most twice the best cost),
+# and once it is loaded every text of at least NATIVE_LOADED_MIN_BYTES uses it. A night of
+# small archives (``make run``: ~1 MB each) never imports numba.
+# ``DBLOG_INFORMIX_NATIVE``: ``auto`` (default), ``1`` (always, where numba loads), ``0``
+# (never).
+NATIVE_MIN_BYTES = 128 << 20
 NATIVE_LOADED_MIN_BYTES = 256 << 10
-NATIVE_AFTER_BYTES = 64 << 20
+NATIVE_AFTER_BYTES = 128 << 20
 _native_state: dict = {"module": None, "failed": False, "numpy_bytes": 0}
 
 
