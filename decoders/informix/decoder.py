@@ -61,7 +61,18 @@ checked per record type; ``-l`` dump lines laid out the way ``encoder.dump_lines
 them are recognised by fixed columns on a byte matrix, any other indented line by the
 regular expression);
 transactions, link chains, folds and CLR stacks are computed for all records at
-once (``chains.py``); rows go to the sink with ``add_columns``. A record line the columns
+once (``chains.py``); rows go to the sink with ``add_columns``.
+
+Fast path for big texts (issue 13): a text of 128 MB or more, or any text of 256 KB or more
+once the process has read 128 MB by numpy (``columns.native_wanted``), is read by one
+compiled pass (``native.py``, numba: lines, line kinds, dump lines and the fixed-column
+reading in one loop over the bytes, the same rules as the numpy passes), and records mode
+builds its rows from it in a few more compiled passes (``_RecordsMode.run_native``: rows,
+roles and dictionary codes in one pass over the records, the string columns in one pass,
+``seg_data`` by ``memcpy``, all into Arrow buffers). The lines either path cannot take go
+through the same careful code; both give the same rows (tests/test_informix_native.py).
+Without numba, or below the sizes (``make run``'s ~1 MB archives), numba is never imported
+and numpy reads the text as described above. A record line the columns
 cannot take (damage, non-ASCII, numbers wider than 16 hex / 9 decimal digits) and every
 record of its xid, and every record of an xid where the columns find what the rules
 quarantine (a broken link, an unknown table, a remainder without its change), go through
