@@ -1316,12 +1316,11 @@ class Records:
         n = len(rows)
         off = nat.empty(n + 1, np.int32)
         bitmap = np.zeros((n + 7) // 8, np.uint8)
-        total, nulls = nat.hex_offsets(rows, valid, self._hcanon, self._cols, 2 * k, self._hval,
-                                       off, bitmap)
-        data = pa.allocate_buffer(total + 8)
-        nat.hex_fill(self.text.buf, self._line_s, rows, valid, self._hcanon, self._cols, 2 * k,
-                     self._hval, off, np.frombuffer(data, np.uint8))
-        return _string_array(n, off, data, bitmap, nulls)
+        data = pa.allocate_buffer(16 * n + 8)
+        total, nulls = nat.hex_strings(self.text.buf, self._line_s, rows, valid, self._hcanon,
+                                       self._cols, 2 * k, self._hval, off, bitmap,
+                                       np.frombuffer(data, np.uint8))
+        return _string_array(n, off, data.slice(0, max(total, 1)), bitmap, nulls)
 
     def column_strings(self, j: int, rows: np.ndarray, valid: np.ndarray) -> pa.Array | None:
         """The text of column j of ``rows`` where ``valid`` (``rest_of_line`` for a last

@@ -1428,29 +1428,39 @@ class _RecordsMode:
         op, code, flag = codes[3], codes[5], codes[6]
         flag[home & ~kn[codes[4]]] = 0
         di = np.flatnonzero(ddl)
-        texts = []
-        tcode = codes[1]
+        texts: list = []
         dfit = self.recs.fit[fi[di]]
         col_texts = iter(self.recs.columns_text(fi[di[dfit]]).to_pylist() if dfit.any() else ())
         seen: dict = {}                          # the same columns read once
-        for j, is_fit in zip(di.tolist(), dfit.tolist()):
+        known = kn.tolist()
+        ops, flags, dcodes = [], [], []          # the DDL rows' codes, set at once
+        for rec_i, t, is_fit, c in zip(fi[di].tolist(), codes[1][di].tolist(), dfit.tolist(),
+                                       code[di].tolist()):
             if is_fit:
-                key = (int(tcode[j]), next(col_texts))
+                key = (t, next(col_texts))
                 v = seen.get(key)
                 if v is None:
-                    v = seen[key] = self.values(_record_of_columns(COL.TYPE_NAMES[key[0]], key[1]))
+                    v = seen[key] = self.values(_record_of_columns(COL.TYPE_NAMES[t], key[1]))
             else:
-                rec = parse_record(self.text.line(int(self.recs.lines[fi[j]])).decode("utf-8"))
+                rec = parse_record(self.text.line(int(self.recs.lines[rec_i])).decode("utf-8"))
                 v = self.values(rec)
-            op[j] = _OP_CODE[v["op"]]
+            ops.append(_OP_CODE[v["op"]])
             texts.append(v.get("ddl"))
             if v.get("flag"):
-                flag[j] = 0
-                code[j] = -1
-            elif not kn[code[j]]:                # the names the record prints
-                code[j] = len(schemas)
+                flags.append(0)
+                dcodes.append(-1)
+            elif not known[c]:                   # the names the record prints
+                flags.append(-1)
+                dcodes.append(len(schemas))
                 schemas.append(v.get("schema_name"))
                 names.append(v.get("table_name"))
+            else:
+                flags.append(-1)
+                dcodes.append(c)
+        if len(di):
+            op[di] = ops
+            flag[di] = flags
+            code[di] = dcodes
         rid = self.recs.hex_strings(L.N_HEADER + 1, fi, home)
         if rid is None:
             home_i = np.flatnonzero(home)

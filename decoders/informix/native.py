@@ -751,10 +751,12 @@ def dict_fill(doff, ddata, codes, off, out):
 
 
 @njit(**_OPTS)
-def hex_offsets(rows, valid, canon, cols, c, val, off, bitmap):
-    """Offsets and validity of ``format(v, "x")`` of column k of records ``rows`` where
-    ``valid`` (``c`` = 2 k: where the column starts in ``cols``): the printed text where
-    ``canon[r, k]``, else the value ``val[r, k]`` rendered. Returns (bytes, nulls)."""
+def hex_strings(buf, line_s, rows, valid, canon, cols, c, val, off, bitmap, out):
+    """``format(v, "x")`` of column k (``c`` = 2 k: where it starts in ``cols``) of records
+    ``rows`` where ``valid``, in one pass: the printed text where ``canon[r, k]`` (at most 8
+    digits, a line read by fixed columns: copied as one word), else the value ``val[r, k]``
+    rendered; offsets, validity (``bitmap`` zeroed) and bytes (``out``: 16 bytes a row and
+    8 more of room). Returns (bytes, nulls)."""
     total = 0
     nulls = 0
     off[0] = 0
@@ -763,37 +765,23 @@ def hex_offsets(rows, valid, canon, cols, c, val, off, bitmap):
         if valid[i]:
             r = rows[i]
             if canon[r, k]:
-                total += np.int64(cols[r, c + 1]) - np.int64(cols[r, c])
+                a = np.int64(cols[r, c])
+                n = np.int64(cols[r, c + 1]) - a
+                _store64(out, total, _load64(buf, line_s[r] + a))
             else:
                 v = val[r, k]
-                d = 1
-                while d < 16 and (v >> U(4 * d)) != U(0):
-                    d += 1
-                total += d
+                n = 1
+                while n < 16 and (v >> U(4 * n)) != U(0):
+                    n += 1
+                for q in range(n):
+                    d = np.int64((v >> U(4 * (n - 1 - q))) & U(15))
+                    out[total + q] = 48 + d if d < 10 else 87 + d
+            total += n
             bitmap[i >> 3] |= np.uint8(1 << (i & 7))
         else:
             nulls += 1
         off[i + 1] = total
     return total, nulls
-
-
-@njit(**_OPTS)
-def hex_fill(buf, line_s, rows, valid, canon, cols, c, val, off, out):
-    """The bytes of ``hex_offsets``' strings (``out``: 8 bytes of room at the end; a
-    printed column of a line read by fixed columns has 8 bytes readable after it)."""
-    k = c // 2
-    for i in range(rows.shape[0]):
-        if valid[i]:
-            r = rows[i]
-            o = np.int64(off[i])
-            n = np.int64(off[i + 1]) - o
-            if canon[r, k]:                    # at most 8 digits: one word
-                _store64(out, o, _load64(buf, line_s[r] + np.int64(cols[r, c])))
-            else:
-                v = val[r, k]
-                for q in range(n):
-                    d = np.int64((v >> U(4 * (n - 1 - q))) & U(15))
-                    out[o + q] = 48 + d if d < 10 else 87 + d
 
 
 @njit(**_OPTS)
