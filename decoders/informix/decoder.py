@@ -1441,9 +1441,13 @@ class _RecordsMode:
                 v = seen.get(key)
                 if v is None:
                     v = seen[key] = self.values(_record_of_columns(COL.TYPE_NAMES[t], key[1]))
-            else:
-                rec = parse_record(self.text.line(int(self.recs.lines[rec_i])).decode("utf-8"))
-                v = self.values(rec)
+            else:                                # read by tokens (checked): split again
+                parts = self.text.line(int(self.recs.lines[rec_i])).decode("utf-8") \
+                    .split(None, L.N_HEADER)
+                key = (parts[2], parts[L.N_HEADER] if len(parts) > L.N_HEADER else "")
+                v = seen.get(key)
+                if v is None:
+                    v = seen[key] = self.values(_record_of_tokens(*key))
             ops.append(_OP_CODE[v["op"]])
             texts.append(v.get("ddl"))
             if v.get("flag"):
@@ -1565,6 +1569,27 @@ def _record_of_columns(rtype: str, text: str) -> Record:
     ``parse_record`` gives for them (the header fields are not needed here: zero)."""
     cols = L.RECORD_TYPES[rtype]
     toks = text.split(" ", len(cols) - 1) if rtype in L.REST_OF_LINE else text.split(" ")
+    values = {}
+    for (name, kind, _label), tok in zip(cols, toks):
+        if kind == L.HEX:
+            values[name] = int(tok, 16)
+        elif kind == L.DEC:
+            values[name] = int(tok)
+        else:
+            values[name] = _COLUMN[kind](tok, name)
+    return Record(0, 0, rtype, 0, 0, 0, values)
+
+
+def _record_of_tokens(rtype: str, text: str) -> Record:
+    """``_record_of_columns`` for the text after the header of a line the token reader
+    checked (columns apart by any white space): what ``parse_record`` gives for them."""
+    cols = L.RECORD_TYPES[rtype]
+    if rtype in L.REST_OF_LINE:
+        toks = text.split(None, len(cols) - 1)
+        if toks:
+            toks[-1] = toks[-1].rstrip()
+    else:
+        toks = text.split()
     values = {}
     for (name, kind, _label), tok in zip(cols, toks):
         if kind == L.HEX:
