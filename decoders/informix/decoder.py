@@ -1277,12 +1277,14 @@ class _RecordsMode:
         cuts = np.searchsorted(fi, [c["index"] - ctx.index for c in careful]).tolist() \
             if len(careful) <= _INTERLEAVE else [m] * len(careful)
         done = 0
+        chunked = any(isinstance(v, _Chunked) for v in fields.values())
         for c, nb, cut in zip(careful + [None], nbytes[m:].tolist() + [None], cuts + [m]):
-            if cut > done:
-                sl = slice(done, cut)
+            while cut > done:
+                end = min(cut, (done // _CHUNK + 1) * _CHUNK) if chunked else cut
+                sl = slice(done, end)
                 sink.add_columns(kinds[sl], offsets[sl], index[sl], 1, n_bytes=nbytes[sl],
                                  **{k: v[sl] for k, v in fields.items()})
-                done = cut
+                done = end
             if c is None:
                 break
             kind_, off, idx = c.pop("kind"), c.pop("offset"), c.pop("index")
@@ -1404,13 +1406,24 @@ class _RecordsMode:
                 lens[j] = len(b)
             off[1:] = np.cumsum(lens)
             total = int(off[-1])
-        data = pa.allocate_buffer(total + 8)
-        out = np.frombuffer(data, np.uint8)
-        nat.seg_fill(t.buf, fi, recs._line_s, off, out)
-        for j, b in patch.items():                 # (seg_fill copied their bytes: replaced)
-            out[off[j]:off[j] + len(b)] = np.frombuffer(b, np.uint8)
-        return pa.BinaryArray.from_buffers(pa.binary(), m, [pa.py_buffer(bitmap) if nulls else None,
-                                                          pa.py_buffer(off), data], nulls)
+        chunks = []
+        for a in range(0, max(m, 1), _CHUNK):      # a buffer per chunk of rows
+            b = min(a + _CHUNK, m)
+            base = int(off[a])
+            size = int(off[b]) - base
+            data = pa.allocate_buffer(size + 8)
+            out = np.frombuffer(data, np.uint8)
+            o = off[a:b + 1] - base
+            nat.seg_fill(t.buf, fi[a:b], recs._line_s, o, out)
+            for j, x in patch.items():             # (seg_fill copied their bytes: replaced)
+                if a <= j < b:
+                    out[o[j - a]:o[j - a] + len(x)] = np.frombuffer(x, np.uint8)
+            bm = bitmap if a == 0 and b == m else np.packbits(
+                np.unpackbits(bitmap, bitorder="little")[a:b], bitorder="little")
+            nn = (b - a) - int(np.unpackbits(bm, bitorder="little")[:b - a].sum()) if nulls else 0
+            chunks.append(pa.BinaryArray.from_buffers(
+                pa.binary(), b - a, [pa.py_buffer(bm) if nn else None, pa.py_buffer(o), data], nn))
+        return chunks[0] if len(chunks) == 1 else _Chunked(chunks, _CHUNK)
 
     def changes_native(self, fields: dict, fi: np.ndarray, r: np.ndarray, codes: np.ndarray,
                        keys: np.ndarray) -> list:
@@ -1488,12 +1501,14 @@ class _RecordsMode:
         cuts = np.searchsorted(fi, [c["index"] - ctx.index for c in careful]).tolist() \
             if len(careful) <= _INTERLEAVE else [m] * len(careful)
         done = 0
+        chunked = any(isinstance(v, _Chunked) for v in fields.values())
         for c, nb, cut in zip(careful + [None], nbytes[m:].tolist() + [None], cuts + [m]):
-            if cut > done:
-                sl = slice(done, cut)
+            while cut > done:
+                end = min(cut, (done // _CHUNK + 1) * _CHUNK) if chunked else cut
+                sl = slice(done, end)
                 sink.add_columns(kinds[sl], offsets[sl], index[sl], 1, n_bytes=nbytes[sl],
                                  **{k: v[sl] for k, v in fields.items()})
-                done = cut
+                done = end
             if c is None:
                 break
             kind_, off, idx = c.pop("kind"), c.pop("offset"), c.pop("index")
@@ -1602,6 +1617,18 @@ def _record_of_tokens(rtype: str, text: str) -> Record:
 
 
 _INTERLEAVE = 64          # careful rows up to which the columnar rows are added in slices
+_CHUNK = 65536            # rows of a seg_data buffer (the sink's batch size)
+
+
+class _Chunked:
+    """A column in chunks of ``size`` rows; sliced within one chunk."""
+
+    def __init__(self, chunks: list, size: int) -> None:
+        self.chunks, self.size = chunks, size
+
+    def __getitem__(self, sl: slice) -> pa.Array:
+        k = sl.start // self.size
+        return self.chunks[k].slice(sl.start - k * self.size, sl.stop - sl.start)
 
 
 def _line_len(t: COL.Text) -> np.ndarray:
