@@ -1418,9 +1418,8 @@ class _RecordsMode:
             for j, x in patch.items():             # (seg_fill copied their bytes: replaced)
                 if a <= j < b:
                     out[o[j - a]:o[j - a] + len(x)] = np.frombuffer(x, np.uint8)
-            bm = bitmap if a == 0 and b == m else np.packbits(
-                np.unpackbits(bitmap, bitorder="little")[a:b], bitorder="little")
-            nn = (b - a) - int(np.unpackbits(bm, bitorder="little")[:b - a].sum()) if nulls else 0
+            bm = bitmap[a >> 3:(b + 7) >> 3]       # a chunk starts at a multiple of 8 rows
+            nn = (b - a) - int(np.bitwise_count(bm).sum()) if nulls else 0
             chunks.append(pa.BinaryArray.from_buffers(
                 pa.binary(), b - a, [pa.py_buffer(bm) if nn else None, pa.py_buffer(o), data], nn))
         return chunks[0] if len(chunks) == 1 else _Chunked(chunks, _CHUNK)
