@@ -1277,7 +1277,7 @@ class _RecordsMode:
         cuts = np.searchsorted(fi, [c["index"] - ctx.index for c in careful]).tolist() \
             if len(careful) <= _INTERLEAVE else [m] * len(careful)
         done = 0
-        chunked = any(isinstance(v, _Chunked) for v in fields.values())
+        chunked = any(isinstance(v, _Chunked) for v in [kinds, *fields.values()])
         for c, nb, cut in zip(careful + [None], nbytes[m:].tolist() + [None], cuts + [m]):
             while cut > done:
                 end = min(cut, (done // _CHUNK + 1) * _CHUNK) if chunked else cut
@@ -1340,15 +1340,20 @@ class _RecordsMode:
         used = tslot >= 0
         keys[tslot[used]] = tkeys[used]
         xid, link = recs.xid.view(np.int64), recs.link.view(np.int64)
+        # the string columns are built in chunks of _CHUNK rows (the sink's batches): a big
+        # buffer is fresh memory on every use, chunks are reused by Arrow's allocator
         fields: dict = {
-            "position": COL.native_positions(uniqid, recs.addr, fi),
+            "position": _chunked(m, lambda a, b: COL.native_positions(uniqid, recs.addr,
+                                                                       fi[a:b])),
             "xid": xid if m == n else xid[fi],
             "link": link if m == n else link[fi],
         }
         fields["seg_data"] = self.raw_native(fi, r)
         begin = r == CH.R_BEGIN
-        users = recs.column_strings(L.N_HEADER + 3, fi, begin)
-        if users is None:
+        if recs.fit[fi[begin]].all():
+            users = _chunked(m, lambda a, b: recs.column_strings(L.N_HEADER + 3, fi[a:b],
+                                                                 begin[a:b]))
+        else:
             bi = np.flatnonzero(begin)
             users = _scatter(recs.rest_of_line(L.N_HEADER + 3, fi[bi]), bi, m)
         fields["user"] = users
@@ -1367,7 +1372,10 @@ class _RecordsMode:
         if nt:
             specs += self.changes_native(fields, fi, r, codes, keys)
             names += ["op", "table_id", "schema_name", "table_name", "flag"]
-        cols = COL.dict_columns(codes, specs)
+        parts = [COL.dict_columns(np.ascontiguousarray(codes[:, a:b]), specs)
+                 for a, b in _bounds(m)]
+        cols = [p[0] for p in zip(*parts)] if len(parts) == 1 else \
+            [_Chunked(list(p), _CHUNK) for p in zip(*parts)]
         kinds = cols[0]
         for name, col in zip(names[1:], cols[1:]):
             fields[name] = col
@@ -1477,10 +1485,13 @@ class _RecordsMode:
             op[di] = ops
             flag[di] = flags
             code[di] = dcodes
-        rid = self.recs.hex_strings(L.N_HEADER + 1, fi, home)
-        if rid is None:
+        parts = [self.recs.hex_strings(L.N_HEADER + 1, fi[a:b], home[a:b])
+                 for a, b in _bounds(len(fi))]
+        if any(p is None for p in parts):
             home_i = np.flatnonzero(home)
             rid = _scatter(self.recs.hex_text(L.N_HEADER + 1, fi[home_i]), home_i, len(fi))
+        else:
+            rid = parts[0] if len(parts) == 1 else _Chunked(parts, _CHUNK)
         fields["row_id"] = rid
         if len(di):
             dcode = codes[7]
@@ -1500,7 +1511,7 @@ class _RecordsMode:
         cuts = np.searchsorted(fi, [c["index"] - ctx.index for c in careful]).tolist() \
             if len(careful) <= _INTERLEAVE else [m] * len(careful)
         done = 0
-        chunked = any(isinstance(v, _Chunked) for v in fields.values())
+        chunked = any(isinstance(v, _Chunked) for v in [kinds, *fields.values()])
         for c, nb, cut in zip(careful + [None], nbytes[m:].tolist() + [None], cuts + [m]):
             while cut > done:
                 end = min(cut, (done // _CHUNK + 1) * _CHUNK) if chunked else cut
@@ -1617,6 +1628,17 @@ def _record_of_tokens(rtype: str, text: str) -> Record:
 
 _INTERLEAVE = 64          # careful rows up to which the columnar rows are added in slices
 _CHUNK = 65536            # rows of a seg_data buffer (the sink's batch size)
+
+
+def _bounds(m: int) -> list[tuple[int, int]]:
+    """The chunks of ``_CHUNK`` rows of m rows (one, empty, for none)."""
+    return [(a, min(a + _CHUNK, m)) for a in range(0, max(m, 1), _CHUNK)]
+
+
+def _chunked(m: int, build) -> "pa.Array | _Chunked":
+    """``build(a, b)`` of every chunk of m rows, as one column."""
+    parts = [build(a, b) for a, b in _bounds(m)]
+    return parts[0] if len(parts) == 1 else _Chunked(parts, _CHUNK)
 
 
 class _Chunked:
