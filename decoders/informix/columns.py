@@ -236,39 +236,47 @@ def dict_strings(values, codes: np.ndarray) -> pa.Array | None:
     return _string_array(n, off, data, bitmap, nulls)
 
 
-def dict_columns(codes: np.ndarray, specs: list) -> list[pa.Array] | None:
+def dict_columns(codes: np.ndarray, specs: list, bounds: list | None = None) -> list | None:
     """String columns ``values[codes[row]]`` for every ``(row, values)`` of ``specs`` (a
-    code < 0 or a value None: null), all built in one pass over the rows by the compiled
-    pass's kernel (``native.dict_columns``); None where it is not loaded."""
+    code < 0 or a value None: null), built in one pass over the rows by the compiled pass's
+    kernel (``native.dict_columns``); None where it is not loaded. With ``bounds`` (row
+    ranges), a list of columns per range (the dictionaries prepared once)."""
     nat = _native_state["module"]
     if nat is None:
         return None
     nc = len(specs)
-    m = codes.shape[1]
-    enc, valid, base, room = [], [], [0], []
+    enc, valid, base, longest = [], [], [0], []
     for _row, values in specs:
         b = [b"" if v is None else v.encode("utf-8") for v in values]
         enc += b
         valid += [v is not None for v in values]
         base.append(len(enc))
-        room.append(max([len(x) for x in b] or [0]) * m + 8)
-    if sum(room) >= 1 << 31:
-        return None
+        longest.append(max([len(x) for x in b] or [0]))
     doff = np.zeros(len(enc) + 1, np.int64)
     np.cumsum([len(b) for b in enc], out=doff[1:])
     ddata = np.frombuffer(b"".join(enc) + bytes(8), np.uint8)
     dvalid = np.array(valid + [False], np.bool_)
-    dstart = np.zeros(nc, np.int64)
-    np.cumsum(room[:-1], out=dstart[1:])
-    out = pa.allocate_buffer(int(sum(room)))
-    off = nat.empty((nc, m + 1), np.int32)
-    bitmap = np.zeros((nc, (m + 7) // 8), np.uint8)
     src = np.array([row for row, _v in specs], np.int64)
-    totals, nulls = nat.dict_columns(codes, src, doff, ddata, dvalid, np.array(base, np.int64),
-                                     off, bitmap, np.frombuffer(out, np.uint8), dstart)
-    return [pa.StringArray.from_buffers(
-        m, pa.py_buffer(off[c]), out.slice(int(dstart[c]), max(int(totals[c]), 1)),
-        pa.py_buffer(bitmap[c]) if nulls[c] else None, int(nulls[c])) for c in range(nc)]
+    base = np.array(base, np.int64)
+    out_all = []
+    for lo, hi in bounds or [(0, codes.shape[1])]:
+        m = hi - lo
+        room = [k * m + 8 for k in longest]
+        if sum(room) >= 1 << 31:
+            return None
+        dstart = np.zeros(nc, np.int64)
+        np.cumsum(room[:-1], out=dstart[1:])
+        out = pa.allocate_buffer(int(sum(room)))
+        off = nat.empty((nc, m + 1), np.int32)
+        bitmap = np.zeros((nc, (m + 7) // 8), np.uint8)
+        part = codes[:, lo:hi] if bounds is None or (lo, hi) == (0, codes.shape[1]) else \
+            np.ascontiguousarray(codes[:, lo:hi])
+        totals, nulls = nat.dict_columns(part, src, doff, ddata, dvalid, base, off, bitmap,
+                                         np.frombuffer(out, np.uint8), dstart)
+        out_all.append([pa.StringArray.from_buffers(
+            m, pa.py_buffer(off[c]), out.slice(int(dstart[c]), max(int(totals[c]), 1)),
+            pa.py_buffer(bitmap[c]) if nulls[c] else None, int(nulls[c])) for c in range(nc)])
+    return out_all if bounds is not None else out_all[0]
 
 
 def native_positions(uniqid: int, addr: np.ndarray, rows: np.ndarray) -> pa.Array | None:

@@ -1372,8 +1372,7 @@ class _RecordsMode:
         if nt:
             specs += self.changes_native(fields, fi, r, codes, keys)
             names += ["op", "table_id", "schema_name", "table_name", "flag"]
-        parts = [COL.dict_columns(np.ascontiguousarray(codes[:, a:b]), specs)
-                 for a, b in _bounds(m)]
+        parts = COL.dict_columns(codes, specs, _bounds(m))
         cols = [p[0] for p in zip(*parts)] if len(parts) == 1 else \
             [_Chunked(list(p), _CHUNK) for p in zip(*parts)]
         kinds = cols[0]
