@@ -618,12 +618,12 @@ def empty(shape, dtype) -> np.ndarray:
 def alloc(cap: int, maxc: int) -> tuple:
     """The output arrays of ``scan`` for ``cap`` lines (pages past what is written are never
     touched)."""
-    return (empty(cap, np.int64), empty(cap, np.int64), empty(cap, np.int8),
+    hval = empty((cap, 2), np.uint64)          # also the words of dates and times: a column
+    return (empty(cap, np.int64), empty(cap, np.int64), empty(cap, np.int8),  # is one kind
             empty(cap, np.int64), empty(cap, np.bool_), empty(cap, np.uint64),
             empty(cap, np.uint64), empty(cap, np.uint64), empty(cap, np.int16),
-            empty((cap, 2 * maxc), np.uint8), empty((cap, 2), np.uint64),
-            empty((cap, 2), np.uint64), empty((cap, 2), np.bool_), empty(cap, np.int64),
-            empty(cap, np.bool_))
+            empty((cap, 2 * maxc), np.uint8), hval, hval, empty((cap, 2), np.bool_),
+            empty(cap, np.int64), empty(cap, np.bool_))
 
 
 class Scan:
