@@ -230,3 +230,27 @@ def test_kernels_on_empty_and_tiny_texts():
         assert rows(RECORDS, data, "onlog_5.txt", True)[0] == \
             rows(RECORDS, data, "onlog_5.txt", False)[0]
     assert np.array_equal(COL.Text(b"", native=True).starts, np.zeros(0, np.int64))
+
+
+def test_outputs_do_not_share_the_working_arrays():
+    """Texts decoded one after the other reuse the compiled pass's working arrays
+    (``native.SCRATCH``): the events of the first text stay what they were."""
+    archives = list(night_archives(5, 80))
+    old = os.environ.get("DBLOG_INFORMIX_NATIVE")
+    os.environ["DBLOG_INFORMIX_NATIVE"] = "1"
+    try:
+        kept = []
+        for name, data in archives:
+            sink = EventSink(SOURCE, "informix", name)
+            RECORDS(data, DecodeContext(SOURCE, "informix", CATALOG, name, {}, "UTC", None), sink)
+            kept.append((name, data, sink.batches()))
+    finally:
+        if old is None:
+            del os.environ["DBLOG_INFORMIX_NATIVE"]
+        else:
+            os.environ["DBLOG_INFORMIX_NATIVE"] = old
+    import pyarrow as pa
+    for name, data, batches in kept:
+        want, _ = rows(RECORDS, data, name, False, "UTC")
+        got = pa.Table.from_batches(batches).to_pylist() if batches else []
+        assert len(got) == len(want) and got == want, name

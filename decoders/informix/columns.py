@@ -269,8 +269,7 @@ def dict_columns(codes: np.ndarray, specs: list, bounds: list | None = None) -> 
         out = pa.allocate_buffer(int(sum(room)))
         off = nat.empty((nc, m + 1), np.int32)
         bitmap = np.zeros((nc, (m + 7) // 8), np.uint8)
-        part = codes[:, lo:hi] if bounds is None or (lo, hi) == (0, codes.shape[1]) else \
-            np.ascontiguousarray(codes[:, lo:hi])
+        part = np.ascontiguousarray(codes[:, lo:hi])
         totals, nulls = nat.dict_columns(part, src, doff, ddata, dvalid, base, off, bitmap,
                                          np.frombuffer(out, np.uint8), dstart)
         out_all.append([pa.StringArray.from_buffers(
@@ -622,18 +621,19 @@ class Text:
     """The lines of one onlog text, classified: blank, dump, header, record, and indented
     lines that are none of those (``LINE_INDENTED``: quarantined, never dropped)."""
 
-    def __init__(self, data, native: bool | None = None) -> None:
+    def __init__(self, data, native: bool | None = None, scratch=None) -> None:
         buf = self.buf = as_uint8(data)
         n = self.size = len(buf)
         self._data = data
         self._array = None
         self.native = None               # the compiled pass's record lines (native.py)
+        self.scratch = None
         self._record_lines = None
         if native is None:
             native = native_wanted(n)
         nat = _native_module() if native else None
         if nat is not None:
-            self._init_native(nat, buf)
+            self._init_native(nat, buf, scratch)
             return
         nl = np.flatnonzero(buf == 0x0A)
         k = len(nl)
@@ -711,11 +711,13 @@ class Text:
         return pa.array([buf[a:b].tobytes() for a, b in zip(self.starts[rows].tolist(),
                                                            nxt.tolist())], pa.large_binary())
 
-    def _init_native(self, nat, buf: np.ndarray) -> None:
+    def _init_native(self, nat, buf: np.ndarray, scratch=None) -> None:
         """Lines, kinds and the record lines' fixed columns from the compiled pass
-        (``native.scan``); the lines it leaves to the regular expressions are classified
-        here as in ``__init__``."""
-        r = nat.read(buf, _native_tables())
+        (``native.scan``, into ``scratch``'s arrays when given: the text must then not be
+        used after ``scratch`` is released); the lines it leaves to the regular expressions
+        are classified here as in ``__init__``."""
+        r = nat.read(buf, _native_tables(), scratch)
+        self.scratch = scratch
         kind = r.kind
         m = len(r.starts)
         self.starts, self.ends, self.n_lines, self.cr = r.starts, r.ends, m, r.cr

@@ -983,7 +983,20 @@ def decode_records(data: bytes, ctx: DecodeContext, sink: EventSink) -> None:
     the columns read (DDL and truncates too: only their text is read record by record) is
     added by ``add_columns``; the rest go through ``careful_row`` (``parse_record``), added in
     record order between slices of the columnar rows."""
-    text = COL.Text(data)
+    if COL.native_wanted(len(data)) and COL._native_module() is not None:
+        from . import native as NAT
+
+        scratch = NAT.SCRATCH if NAT.SCRATCH.take() else None
+        try:
+            return _decode_records(COL.Text(data, native=True, scratch=scratch), data, ctx,
+                                   sink)
+        finally:
+            if scratch is not None:
+                scratch.release()
+    return _decode_records(COL.Text(data, native=False), data, ctx, sink)
+
+
+def _decode_records(text: COL.Text, data: bytes, ctx: DecodeContext, sink: EventSink) -> None:
     uniqid = uniqid_of(ctx.archive)
     if uniqid is None or uniqid > L.MAX_ADDR:
         rec_lines = text.record_lines()
@@ -1320,10 +1333,9 @@ class _RecordsMode:
                 recs._hval[hi, 1] = v
                 recs._hcanon[hi, 1] = False
                 fast[hi[~ok]] = False
-        fi = nat.empty(n, np.int64)
-        role_f = nat.empty(n, np.int8)
-        codes = nat.empty((8, n), np.int32)
-        local, offs, idx, nbytes = (nat.empty(n, np.int64) for _ in range(4))
+        sc = self.text.scratch                   # working arrays kept between texts
+        fi, role_f, codes, local = sc.get("rows", _rows_arrays, n) if sc else _rows_arrays(n)
+        offs, idx, nbytes = (nat.empty(n, np.int64) for _ in range(3))   # in the output
         size = 1 << 14
         while True:
             tkeys = np.zeros(size, np.uint64)
@@ -1345,8 +1357,8 @@ class _RecordsMode:
         fields: dict = {
             "position": _chunked(m, lambda a, b: COL.native_positions(uniqid, recs.addr,
                                                                        fi[a:b])),
-            "xid": xid if m == n else xid[fi],
-            "link": link if m == n else link[fi],
+            "xid": xid.copy() if m == n else xid[fi],          # (the scan's: scratch)
+            "link": link.copy() if m == n else link[fi],
         }
         fields["seg_data"] = self.raw_native(fi, r)
         begin = r == CH.R_BEGIN
@@ -1627,6 +1639,13 @@ def _record_of_tokens(rtype: str, text: str) -> Record:
 
 _INTERLEAVE = 64          # careful rows up to which the columnar rows are added in slices
 _CHUNK = 65536            # rows of a seg_data buffer (the sink's batch size)
+
+
+def _rows_arrays(n: int) -> tuple:
+    """The working arrays of ``native.rows`` for n records: rows, roles, codes, times."""
+    nat = COL._native_state["module"]
+    return (nat.empty(n, np.int64), nat.empty(n, np.int8), nat.empty((8, n), np.int32),
+            nat.empty(n, np.int64))
 
 
 def _bounds(m: int) -> list[tuple[int, int]]:

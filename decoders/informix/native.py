@@ -632,15 +632,49 @@ class Scan:
                  "link", "tcode", "cols", "words", "hval", "hcanon", "uend", "usimple")
 
 
-def read(buf: np.ndarray, tables: tuple) -> Scan:
-    """``scan`` of ``buf``. ``tables``: the arguments after the output arrays, then the most
-    columns of a type."""
+class Scratch:
+    """Working arrays kept between the texts of a process (the scan's outputs, the rows'
+    codes): a big array is fresh memory on every allocation here (its pages fault in and are
+    zeroed again: ~1-20 us a page on a VM), so the texts a process decodes one after the
+    other reuse the same ones. Only ``decoder.decode_records`` takes them, for the time of
+    one text (``take`` ... ``release``); nothing it returns points into them."""
+
+    def __init__(self) -> None:
+        self.busy = False
+        self.arrays: dict = {}
+
+    def take(self) -> bool:
+        if self.busy:
+            return False
+        self.busy = True
+        return True
+
+    def release(self) -> None:
+        self.busy = False
+
+    def get(self, key: str, make, size: int):
+        """The arrays ``key`` with room for ``size`` (``make(size)``: new ones)."""
+        got = self.arrays.get(key)
+        if got is None or got[0] < size:
+            got = self.arrays[key] = (size, make(size))
+        return got[1]
+
+
+SCRATCH = Scratch()
+
+
+def read(buf: np.ndarray, tables: tuple, scratch: Scratch | None = None) -> Scan:
+    """``scan`` of ``buf`` (into ``scratch``'s arrays when given). ``tables``: the arguments
+    after the output arrays, then the most columns of a type."""
     *args, maxc = tables
     n = len(buf)
-    out = alloc(n // 40 + 16, maxc)
+    cap = n // 40 + 16
+    out = scratch.get("scan", lambda c: alloc(c, maxc), cap) if scratch else alloc(cap, maxc)
     m, nr, cr, pending, heads = scan(buf, *out, *args)
     if m < 0:                         # short lines: room for every line
-        out = alloc(int(np.count_nonzero(buf == 10)) + 1, maxc)
+        cap = int(np.count_nonzero(buf == 10)) + 1
+        out = scratch.get("scan", lambda c: alloc(c, maxc), cap) if scratch else \
+            alloc(cap, maxc)
         m, nr, cr, pending, heads = scan(buf, *out, *args)
     r = Scan()
     r.starts, r.ends, r.kind = out[0][:m], out[1][:m], out[2][:m]
