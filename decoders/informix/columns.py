@@ -1384,7 +1384,8 @@ class Records:
 
     def rest_of_line(self, j: int, rows: np.ndarray) -> pa.Array:
         return self._merge_mask(
-            rows, self.fit[rows], lambda r: substrings(self.text.buf, self._cs(j, r), self._ce(j, r)),
+            rows, self.fit[rows],
+            lambda r: substrings(self.text.buf, self._cs(j, r), self._ce(j, r)),
             lambda r: self.tok.rest_of_line(j, self.tok_row[r]))
 
     def local_seconds(self, j: int, rows: np.ndarray) -> np.ndarray:

@@ -1416,15 +1416,14 @@ class _RecordsMode:
         off = nat.empty(m + 1, np.int32)
         bitmap = np.zeros((m + 7) // 8, np.uint8)
         bad = np.empty(m, np.int64)
-        total, nulls, nbad = nat.seg_offsets(fi, recs._line_s, sc.uend, sc.usimple, r,
-                                             RAW_HEX_LIMIT, off, bitmap, bad)
+        _total, nulls, nbad = nat.seg_offsets(fi, recs._line_s, sc.uend, sc.usimple, r,
+                                              RAW_HEX_LIMIT, off, bitmap, bad)
         patch = {j: self.unit(int(fi[j])).raw[:RAW_HEX_LIMIT] for j in bad[:nbad].tolist()}
         if patch:                                  # units of another shape: joined
             lens = np.diff(off.astype(np.int64))
             for j, b in patch.items():
                 lens[j] = len(b)
             off[1:] = np.cumsum(lens)
-            total = int(off[-1])
         chunks = []
         for a in range(0, max(m, 1), _CHUNK):      # a buffer per chunk of rows
             b = min(a + _CHUNK, m)

@@ -25,9 +25,10 @@ gives is the same either way (tests/test_informix_native.py compares both paths)
 Words are read unaligned and little-endian (``_load64``; ``columns`` uses this module only on
 a little-endian machine). numba compiles the functions on first use and caches the machine
 code (``cache=True``: ``__pycache__`` beside this file, or numba's user-wide cache
-directory); importing numba and loading the cached code costs ~0.3-0.5 s of CPU per process,
-so ``columns`` uses this pass only for big texts (``columns.native_wanted``) and falls back
-to numpy when numba is not installed or does not load.
+directory); importing numba and loading the cached code costs ~0.55-0.6 s of CPU per process
+(the first compile on a machine ~11-14 s), so ``columns`` uses this pass only for big texts
+(``columns.native_wanted``) and falls back to numpy when numba is not installed or does not
+load.
 """
 
 from __future__ import annotations
