@@ -173,11 +173,16 @@ class EventSink:
         given = {"kind": kind, "record_offset": offsets, "record_index": record_index,
                  "n_records": n_records, **fields}
         arrays = []
+        nulls: dict = {}                  # one all-null column per type, shared (immutable)
         for name, typ in EVENT_FIELDS:
-            if name in ("source", "format", "archive_file"):
-                arrays.append(pa.nulls(n, typ))      # filled in _finish
+            value = None if name in ("source", "format", "archive_file") \
+                else given.pop(name, None)           # the constants: filled in _finish
+            if value is None:
+                got = nulls.get(typ)
+                if got is None:
+                    got = nulls[typ] = pa.nulls(n, typ)
+                arrays.append(got)
                 continue
-            value = given.pop(name, None)
             arrays.append(_column(value, typ, n, name))
         if given:
             raise TypeError(f"unknown event fields: {', '.join(sorted(given))}")

@@ -26,6 +26,9 @@ which names the error. The fast path never accepts a line the careful parser rej
 
 from __future__ import annotations
 
+import os
+import sys
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -167,6 +170,125 @@ def substrings_binary(buf: np.ndarray, s: np.ndarray, e: np.ndarray,
     """``buf[s:e]`` for every row (non-overlapping spans) as an Arrow binary array, null
     where not ``valid``."""
     return _spans(buf, s, e, valid).cast(pa.binary())
+
+
+def binary_spans(buf: np.ndarray, s: np.ndarray, e: np.ndarray, valid: np.ndarray,
+                 patch: dict[int, bytes] | None = None) -> pa.Array:
+    """``substrings_binary`` by the compiled pass's copy (``native.copy_spans``: one loop, no
+    Arrow take), where it is loaded; the rows of ``patch`` get its bytes instead."""
+    nat = _native_state["module"]
+    n = len(s)
+    s = np.array(s, np.int64)
+    lens = np.maximum(np.asarray(e, np.int64) - s, 0)
+    if patch:
+        rows = np.fromiter(patch, np.int64, len(patch))
+        lens[rows] = [len(b) for b in patch.values()]
+    if nat is None or n == 0 or int(lens.sum()) >= 1 << 31:
+        out = substrings_binary(buf, s, e, valid)
+        if patch:
+            idx = np.full(n, -1, np.int64)
+            idx[rows] = np.arange(len(rows))
+            got = pa.array(list(patch.values()), pa.binary())
+            out = pc.if_else(pa.array(idx >= 0), pc.take(got, pa.array(np.maximum(idx, 0))), out)
+        return out
+    if patch:
+        s[rows] = -1
+    total = int(lens.sum())
+    off = nat.empty(n + 1, np.int32)
+    off[0] = 0
+    np.cumsum(lens, out=off[1:])
+    data = pa.allocate_buffer(total + 8)         # room for the last word copied
+    out = np.frombuffer(data, np.uint8)
+    nat.copy_spans(buf, s, off, out)
+    for r, b in (patch or {}).items():
+        out[off[r]:off[r] + len(b)] = np.frombuffer(b, np.uint8)
+    nulls = n - int(np.count_nonzero(valid))
+    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None
+    return pa.BinaryArray.from_buffers(pa.binary(), n, [bitmap, pa.py_buffer(off), data], nulls)
+
+
+def _string_array(n: int, off: np.ndarray, data: pa.Buffer, bitmap: np.ndarray,
+                  nulls: int) -> pa.Array:
+    return pa.StringArray.from_buffers(n, pa.py_buffer(off), data,
+                                       pa.py_buffer(bitmap) if nulls else None, nulls)
+
+
+def dict_strings(values, codes: np.ndarray) -> pa.Array | None:
+    """``values[codes]`` as Arrow strings (a code < 0 or a value None: null), built in one
+    pass by the compiled pass's kernels (None where it is not loaded): what ``take`` of the
+    values with the codes as a masked index gives."""
+    nat = _native_state["module"]
+    if nat is None:
+        return None
+    n = len(codes)
+    enc = [b"" if v is None else v.encode("utf-8") for v in values]
+    dvalid = np.array([v is not None for v in values] or [False], np.bool_)
+    doff = np.zeros(len(enc) + 1, np.int64)
+    np.cumsum([len(b) for b in enc], out=doff[1:])
+    ddata = np.frombuffer(b"".join(enc) + bytes(8), np.uint8)
+    off = nat.empty(n + 1, np.int32)
+    bitmap = np.zeros((n + 7) // 8, np.uint8)
+    total, nulls = nat.dict_offsets(doff, dvalid, codes, off, bitmap)
+    if total >= 1 << 31:
+        return None
+    data = pa.allocate_buffer(total + 8)
+    nat.dict_fill(doff, ddata, codes, off, np.frombuffer(data, np.uint8))
+    return _string_array(n, off, data, bitmap, nulls)
+
+
+def dict_columns(codes: np.ndarray, specs: list, bounds: list | None = None) -> list | None:
+    """String columns ``values[codes[row]]`` for every ``(row, values)`` of ``specs`` (a
+    code < 0 or a value None: null), built in one pass over the rows by the compiled pass's
+    kernel (``native.dict_columns``); None where it is not loaded. With ``bounds`` (row
+    ranges), a list of columns per range (the dictionaries prepared once)."""
+    nat = _native_state["module"]
+    if nat is None:
+        return None
+    nc = len(specs)
+    enc, valid, base, longest = [], [], [0], []
+    for _row, values in specs:
+        b = [b"" if v is None else v.encode("utf-8") for v in values]
+        enc += b
+        valid += [v is not None for v in values]
+        base.append(len(enc))
+        longest.append(max([len(x) for x in b] or [0]))
+    doff = np.zeros(len(enc) + 1, np.int64)
+    np.cumsum([len(b) for b in enc], out=doff[1:])
+    ddata = np.frombuffer(b"".join(enc) + bytes(8), np.uint8)
+    dvalid = np.array(valid + [False], np.bool_)
+    src = np.array([row for row, _v in specs], np.int64)
+    base = np.array(base, np.int64)
+    out_all = []
+    for lo, hi in bounds or [(0, codes.shape[1])]:
+        m = hi - lo
+        room = [k * m + 8 for k in longest]
+        if sum(room) >= 1 << 31:
+            return None
+        dstart = np.zeros(nc, np.int64)
+        np.cumsum(room[:-1], out=dstart[1:])
+        out = pa.allocate_buffer(int(sum(room)))
+        off = nat.empty((nc, m + 1), np.int32)
+        bitmap = np.zeros((nc, (m + 7) // 8), np.uint8)
+        part = np.ascontiguousarray(codes[:, lo:hi])
+        totals, nulls = nat.dict_columns(part, src, doff, ddata, dvalid, base, off, bitmap,
+                                         np.frombuffer(out, np.uint8), dstart)
+        out_all.append([pa.StringArray.from_buffers(
+            m, pa.py_buffer(off[c]), out.slice(int(dstart[c]), max(int(totals[c]), 1)),
+            pa.py_buffer(bitmap[c]) if nulls[c] else None, int(nulls[c])) for c in range(nc)])
+    return out_all if bounds is not None else out_all[0]
+
+
+def native_positions(uniqid: int, addr: np.ndarray, rows: np.ndarray) -> pa.Array | None:
+    """``positions(uniqid, addr[rows])`` in one pass (None without the compiled pass)."""
+    nat = _native_state["module"]
+    if nat is None:
+        return None
+    n = len(rows)
+    data = pa.allocate_buffer(16 * n + 8)
+    head = F.U64(int.from_bytes(b"%08X" % uniqid, "little"))
+    nat.positions(head, addr, rows, np.frombuffer(data, np.uint8))
+    offsets = np.arange(n + 1, dtype=np.int32) * 16
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), data)
 
 
 def word_strings(w: np.ndarray, k: np.ndarray) -> pa.Array:
@@ -356,11 +478,11 @@ def _lines_array(data, starts: np.ndarray, size: int) -> pa.Array:
                                             [None, pa.py_buffer(offsets), pa.py_buffer(data)])
 
 
-def _matches(array: pa.Array, rows: np.ndarray, pattern: str) -> np.ndarray:
-    """Which of ``rows`` of ``array`` match ``pattern`` (RE2)."""
+def _matches(text: "Text", rows: np.ndarray, pattern: str) -> np.ndarray:
+    """Which of the lines ``rows`` of ``text`` match ``pattern`` (RE2)."""
     if not len(rows):
         return np.zeros(0, dtype=bool)
-    got = pc.match_substring_regex(pc.take(array, pa.array(rows)), pattern)
+    got = pc.match_substring_regex(text.lines_array(rows), pattern)
     return np.asarray(got.to_numpy(zero_copy_only=False), dtype=bool)
 
 
@@ -374,13 +496,145 @@ def _has_cr(data, buf: np.ndarray) -> bool:
     return bool((buf == 0x0D).any())
 
 
+# ----------------------------------------------------------------- the compiled pass
+
+# ``native.py`` (numba) does the newline scan, the line kinds, the dump-line check and the
+# fixed-column reading in one pass over the text, and the records-mode rows in a few more.
+# Importing numba and loading the cached machine code costs ~0.5-0.8 s of CPU once per
+# process (the first compile on a machine, before numba's cache holds it, ~10-14 s), and
+# the pass saves ~4-6 ms of CPU per MB of text: it pays back after ~100-150 MB. So a text
+# of at least NATIVE_MIN_BYTES uses it, a process that has read NATIVE_AFTER_BYTES by numpy
+# loads it (many ranges of a big night in one Spark worker: at most twice the best cost),
+# and once it is loaded every text of at least NATIVE_LOADED_MIN_BYTES uses it. A night of
+# small archives (``make run``: ~1 MB each) never imports numba.
+# ``DBLOG_INFORMIX_NATIVE``: ``auto`` (default), ``1`` (always, where numba loads), ``0``
+# (never).
+NATIVE_MIN_BYTES = 128 << 20
+NATIVE_LOADED_MIN_BYTES = 256 << 10
+NATIVE_AFTER_BYTES = 128 << 20
+_native_state: dict = {"module": None, "failed": False, "numpy_bytes": 0}
+
+
+def native_mode() -> str:
+    v = os.environ.get("DBLOG_INFORMIX_NATIVE", "auto").strip().lower()
+    return {"1": "always", "true": "always", "always": "always", "0": "never",
+            "false": "never", "never": "never"}.get(v, "auto")
+
+
+def native_wanted(nbytes: int) -> bool:
+    """Whether a text of ``nbytes`` is read by the compiled pass (see above)."""
+    st = _native_state
+    mode = native_mode()
+    if mode == "never" or st["failed"] or sys.byteorder != "little":
+        return False
+    if mode == "always":
+        return True
+    if st["module"] is not None:
+        return nbytes >= NATIVE_LOADED_MIN_BYTES
+    if nbytes >= NATIVE_MIN_BYTES or (nbytes >= NATIVE_LOADED_MIN_BYTES
+                                      and st["numpy_bytes"] + nbytes >= NATIVE_AFTER_BYTES):
+        return True
+    st["numpy_bytes"] += nbytes
+    return False
+
+
+def _native_module():
+    """``native`` with its functions loaded (compiled, or from numba's cache), or None when
+    numba is not installed or does not load (then numpy reads every text)."""
+    st = _native_state
+    if st["module"] is None and not st["failed"]:
+        try:
+            from . import native as nat
+
+            nat.read(np.frombuffer(b"addr\n18 x\n", np.uint8), _native_tables())
+            st["module"] = nat
+        except Exception as exc:  # noqa: BLE001 - numba missing or broken: numpy does it
+            st["failed"] = True
+            print(f"decoders.informix: the compiled pass is not used ({type(exc).__name__}: "
+                  f"{str(exc)[:200]}); numpy reads the texts", file=sys.stderr)
+    return st["module"]
+
+
+_NATIVE_TABLES: tuple | None = None
+
+
+def _dump_masks() -> np.ndarray:
+    """``(17, 8, 4)`` uint64: for every rendering width c (1..16) and every 8-byte word of the
+    64-byte window of a canonical dump line (``_dump_template``), the top bits of its bytes
+    that must be blank, a lower-case hex digit, printable (0x20..0x7e), not 0xff."""
+    out = np.zeros((17, 8, 4), np.uint64)
+    for c, (tpl, lim1, off, lim2) in _DUMP_TEMPLATES.items():
+        for q in range(_DUMP_WIDTH):
+            t, a, o, b = int(tpl[q]), int(lim1[q]), int(off[q]), int(lim2[q])
+            if (t, a, o, b) == (0x20, 1, 0, 0):
+                cls = 0                      # blank
+            elif (t, a, o, b) == (0x30, 10, 0x51, 6):
+                cls = 1                      # 0-9 a-f
+            elif (t, a, o, b) == (0, 0, 0x20, 0x5F):
+                cls = 2                      # 0x20..0x7e
+            elif (t, a, o, b) == (0, 0, 0, 0xFF):
+                cls = 3                      # anything but 0xff
+            else:
+                raise RuntimeError(f"dump template column {q} of width {c} has no class")
+            out[c, q // 8, cls] |= np.uint64(0x80 << (8 * (q % 8)))
+    return out
+
+
+def _native_tables() -> tuple:
+    """The arguments of ``native.scan`` after the text: the header line, the record types
+    (perfect hash of the short names, the long ones as two words) and the columns of every
+    type (count, kinds, rest of line)."""
+    global _NATIVE_TABLES
+    if _NATIVE_TABLES is None:
+        kind_code = {L.HEX: 0, L.DEC: 1, L.ASCII: 2, L.USED_FREE: 3, L.DATE: 4, L.TIME: 5}
+        maxc = max(1, max(len(c) for c in L.RECORD_TYPES.values()))
+        ncols = np.zeros(N_TYPES, np.int64)
+        kinds = np.zeros((N_TYPES, maxc), np.int64)
+        rest = np.zeros(N_TYPES, np.bool_)
+        for code, t in enumerate(TYPE_NAMES):
+            cols = L.RECORD_TYPES[t]
+            ncols[code] = len(cols)
+            for k, (_n, kind, _l) in enumerate(cols):
+                kinds[code, k] = kind_code[kind]
+            rest[code] = t in L.REST_OF_LINE
+        longs = [t for t in TYPE_NAMES if 8 < len(t) < F.TYPE_MAX]
+        lkeys = np.zeros((len(longs), 2), np.uint64)
+        for i, t in enumerate(longs):
+            b = t.encode().ljust(16, b"\0")
+            lkeys[i] = (int.from_bytes(b[:8], "little"), int.from_bytes(b[8:], "little"))
+        lcode = np.array([TYPE_CODE[t.encode()] for t in longs], np.int64)
+        if F._TYPE_HASH is None:
+            raise RuntimeError("no perfect hash of the record type names")
+        mul, table = F._TYPE_HASH
+        _NATIVE_TABLES = (np.frombuffer(L.HEADER_LINE.encode(), np.uint8).copy(), _dump_masks(),
+                          F.U64(mul),
+                          F.U64(64 - F._HASH_BITS), table.astype(np.int64),
+                          F._TYPE_KEYS.astype(np.uint64), _KEY_CODE.astype(np.int64), lkeys,
+                          lcode, ncols, kinds, rest, maxc)
+    return _NATIVE_TABLES
+
+
+_FEW_LINES = 4096          # lines_array: up to this many lines copied one by one
+
+
 class Text:
     """The lines of one onlog text, classified: blank, dump, header, record, and indented
     lines that are none of those (``LINE_INDENTED``: quarantined, never dropped)."""
 
-    def __init__(self, data) -> None:
+    def __init__(self, data, native: bool | None = None, scratch=None) -> None:
         buf = self.buf = as_uint8(data)
         n = self.size = len(buf)
+        self._data = data
+        self._array = None
+        self.native = None               # the compiled pass's record lines (native.py)
+        self.scratch = None
+        self._record_lines = None
+        if native is None:
+            native = native_wanted(n)
+        nat = _native_module() if native else None
+        if nat is not None:
+            self._init_native(nat, buf, scratch)
+            return
         nl = np.flatnonzero(buf == 0x0A)
         k = len(nl)
         m = k if n == 0 or buf[-1] == 0x0A else k + 1      # an unterminated last line counts
@@ -403,8 +657,6 @@ class Text:
             ends = ends - cut
         self.starts, self.ends = starts, ends
         self.n_lines = m = len(starts)
-        self.array = _lines_array(data if isinstance(data, (bytes, bytearray)) else buf.tobytes(),
-                                  starts, n) if m else None
         kind = np.full(m, LINE_BLANK, dtype=np.int8)
         if m:
             nonempty = ends > starts
@@ -417,11 +669,11 @@ class Text:
                 dump = np.zeros(m, dtype=bool)
                 dump[ind] = canonical_dumps(buf, starts[ind], ends[ind] - starts[ind])
                 other = ind[~dump[ind]]
-                dump[other] = _matches(self.array, other, DUMP_LINE)
+                dump[other] = _matches(self, other, DUMP_LINE)
                 kind[indented & dump] = LINE_DUMP
                 rest = np.flatnonzero(indented & ~dump)
-                blank = _matches(self.array, rest, _BLANK_LINE)
-                head = _matches(self.array, rest, _HEADER_LINE)
+                blank = _matches(self, rest, _BLANK_LINE)
+                head = _matches(self, rest, _HEADER_LINE)
                 kind[rest[head]] = LINE_HEADER
                 kind[rest[~blank & ~head]] = LINE_INDENTED
             # header lines: a first token starting with "addr" (any case) is not hex
@@ -435,14 +687,76 @@ class Text:
                 g = gather_left_safe(buf, starts[cand[near]], ends[cand[near]], 8) | 0x20
                 head4[near] = np.ascontiguousarray(g).view("<u8").reshape(-1)
             maybe = cand[(head4 & F.U64(0xFFFFFFFF)) == _ADDR_WORD]
-            kind[maybe[_matches(self.array, maybe, _HEADER_LINE)]] = LINE_HEADER
+            kind[maybe[_matches(self, maybe, _HEADER_LINE)]] = LINE_HEADER
         self.kind = kind
+
+    @property
+    def array(self) -> pa.Array | None:
+        """Every line (with its line end) as one zero-copy Arrow array (built on first use)."""
+        if self._array is None and self.n_lines:
+            data = self._data
+            self._array = _lines_array(data if isinstance(data, (bytes, bytearray))
+                                       else self.buf.tobytes(), self.starts, self.size)
+        return self._array
+
+    def lines_array(self, rows: np.ndarray) -> pa.Array:
+        """The lines ``rows`` (with their line ends) as Arrow large binary: ``array``'s rows,
+        copied one by one when they are few (no array over every line built for them)."""
+        rows = np.asarray(rows, np.int64)
+        if self._array is not None or len(rows) > _FEW_LINES:
+            return pc.take(self.array, pa.array(rows))
+        last = self.n_lines - 1
+        nxt = np.where(rows < last, self.starts[np.minimum(rows + 1, last)], self.size)
+        buf = self.buf
+        return pa.array([buf[a:b].tobytes() for a, b in zip(self.starts[rows].tolist(),
+                                                           nxt.tolist())], pa.large_binary())
+
+    def _init_native(self, nat, buf: np.ndarray, scratch=None) -> None:
+        """Lines, kinds and the record lines' fixed columns from the compiled pass
+        (``native.scan``, into ``scratch``'s arrays when given: the text must then not be
+        used after ``scratch`` is released); the lines it leaves to the regular expressions
+        are classified here as in ``__init__``."""
+        r = nat.read(buf, _native_tables(), scratch)
+        self.scratch = scratch
+        kind = r.kind
+        m = len(r.starts)
+        self.starts, self.ends, self.n_lines, self.cr = r.starts, r.ends, m, r.cr
+        self.complete = np.ones(m, dtype=bool)
+        if m and buf[-1] != 0x0A:
+            self.complete[-1] = False
+        exact = True                  # the scan's record lines are the record lines
+        if r.pending:
+            pend = np.flatnonzero(kind == nat.PENDING_INDENT)
+            # the unit of the record line before such a line is joined line by line
+            # (``decoder._RecordsMode.raw``): the line may end it, or belong to it
+            before = np.searchsorted(r.rline, pend) - 1
+            r.usimple[before[before >= 0]] = False
+            dump = _matches(self, pend, DUMP_LINE)
+            kind[pend[dump]] = LINE_DUMP
+            rest = pend[~dump]
+            blank = _matches(self, rest, _BLANK_LINE)
+            head = _matches(self, rest, _HEADER_LINE)
+            kind[rest] = LINE_BLANK
+            kind[rest[head]] = LINE_HEADER
+            kind[rest[~blank & ~head]] = LINE_INDENTED
+            exact &= not (~blank & ~head).any()
+        if r.heads:
+            pend = np.flatnonzero(kind == nat.PENDING_HEAD)
+            kind[pend] = LINE_RECORD
+            head = _matches(self, pend, _HEADER_LINE)
+            kind[pend[head]] = LINE_HEADER
+            exact &= not head.any()
+        self.kind = kind
+        self.native = r
+        self._record_lines = r.rline if exact else None
 
     def line(self, i: int) -> bytes:
         return bytes(self.buf[self.starts[i]:self.ends[i]])
 
     def record_lines(self) -> np.ndarray:
         """Lines that are records: record lines and indented lines that are not dumps."""
+        if self._record_lines is not None:           # the compiled pass's, as they are
+            return self._record_lines
         return np.flatnonzero((self.kind == LINE_RECORD) | (self.kind == LINE_INDENTED))
 
     def records(self) -> "Records":
@@ -486,7 +800,7 @@ class TokenRecords:
         self.lines = lines                       # line index of each record
         self.n = nrec = len(lines)
         if nrec:
-            compact = pc.take(text.array, pa.array(lines))
+            compact = text.lines_array(lines)
             off = np.frombuffer(compact.buffers()[1], np.int64)[compact.offset:compact.offset + nrec + 1]
             raw = np.frombuffer(compact.buffers()[2], np.uint8)
             buf = np.full(int(off[-1] - off[0]) + 2 * PAD, 0x20, dtype=np.uint8)
@@ -690,12 +1004,16 @@ class Records:
         self.cs: dict[int, np.ndarray] = {}      # start in text.buf
         self.ce: dict[int, np.ndarray] = {}      # end
         self.cv: dict[int, np.ndarray] = {}      # the word of a hex, date or time column
-        s = text.starts[lines]
-        e = text.ends[lines]
-        cand = np.flatnonzero((text.kind[lines] == LINE_RECORD) & (e - s >= F.MIN_LEN)
-                              & (e - s <= F.WIN - F.SLACK) & (s + F.WIN <= text.size))
-        if len(cand):
-            self._fixed(cand, s[cand], e[cand])
+        self._cols = None                        # compiled pass: (start, end) in the line
+        if text.native is not None:
+            self._from_native(text.native)
+        else:
+            s = text.starts[lines]
+            e = text.ends[lines]
+            cand = np.flatnonzero((text.kind[lines] == LINE_RECORD) & (e - s >= F.MIN_LEN)
+                                  & (e - s <= F.WIN - F.SLACK) & (s + F.WIN <= text.size))
+            if len(cand):
+                self._fixed(cand, s[cand], e[cand])
         rest = np.flatnonzero(~self.fit)
         self.rest = rest
         self.tok_row = np.full(n, -1, np.int64)
@@ -708,6 +1026,89 @@ class Records:
             self.xid[rest] = tok.xid
             self.link[rest] = tok.link
             self.tcode[rest] = tok.tcode
+
+    def _from_native(self, r) -> None:
+        """The fixed-column reading the compiled pass did (``native.scan``) for these lines:
+        its rows are the lines it took for record lines (a line the regular expression
+        found a header is dropped, an indented line is added: not fit)."""
+        lines = self.lines
+        if lines is r.rline or (len(r.rline) == len(lines) and (r.rline == lines).all()):
+            self._nrow = None                    # the same rows
+            self.fit = r.fit
+            self.addr, self.xid, self.link, self.tcode = r.addr, r.xid, r.link, r.tcode
+            self._cols, self._words = r.cols, r.words
+            self._hval, self._hcanon = r.hval, r.hcanon
+        else:
+            idx = np.minimum(np.searchsorted(r.rline, lines), max(len(r.rline) - 1, 0))
+            hit = r.rline[idx] == lines if len(r.rline) else np.zeros(len(lines), bool)
+            self._nrow = np.where(hit, idx, -1)  # the scan's row of every record, -1: none
+            if len(r.rline):
+                f = self.fit = r.fit[idx] & hit
+                self.addr = np.where(f, r.addr[idx], 0).astype(np.uint64)
+                self.xid = np.where(f, r.xid[idx], 0).astype(np.uint64)
+                self.link = np.where(f, r.link[idx], 0).astype(np.uint64)
+                self.tcode = np.where(f, r.tcode[idx], UNKNOWN_TYPE).astype(np.int16)
+                self._cols, self._words = r.cols[idx], r.words[idx]
+                self._hval, self._hcanon = r.hval[idx], r.hcanon[idx]
+            else:
+                self._cols = np.zeros((len(lines), 2), np.uint8)
+                self._words = np.zeros((len(lines), 2), np.uint64)
+                self._hval = np.zeros((len(lines), 2), np.uint64)
+                self._hcanon = np.zeros((len(lines), 2), bool)
+        self._line_s = self.text.starts[lines]
+
+    def native_rows(self) -> bool:
+        """Whether the compiled pass read these records one for one (its rows are the
+        records): ``decoder._RecordsMode.run_native`` then builds the rows."""
+        return self._cols is not None and self._nrow is None and \
+            _native_state["module"] is not None
+
+    def units(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """(end of the last dump line under the record line, whether the bytes up to there
+        are the unit's lines whole) of records ``rows``, as the compiled pass found them; None
+        without it, or when an indented line is a record (its unit is not the scan's)."""
+        r = self.text.native
+        if r is None:
+            return None
+        if self._nrow is None:
+            return r.uend[rows], r.usimple[rows]
+        k = self._nrow[rows]
+        if (k < 0).any():
+            return None
+        return r.uend[k], r.usimple[k]
+
+    def _cs(self, j: int, rows: np.ndarray) -> np.ndarray:
+        """Start in ``text.buf`` of column j of ``rows`` (read by fixed columns)."""
+        if self._cols is None:
+            return self.cs[j][rows]
+        return self._line_s[rows] + self._cols[rows, 2 * (j - L.N_HEADER)]
+
+    def _ce(self, j: int, rows: np.ndarray) -> np.ndarray:
+        if self._cols is None:
+            return self.ce[j][rows]
+        return self._line_s[rows] + self._cols[rows, 2 * (j - L.N_HEADER) + 1]
+
+    def _cv(self, j: int, rows: np.ndarray) -> np.ndarray:
+        """The 64-bit word at column j of ``rows`` (only its bytes up to the column's end
+        are read by the callers)."""
+        if self._cols is None:
+            return self._col(self.cv, j, np.uint64)[rows]
+        if j - L.N_HEADER < 2 and self._stamp(j, rows):       # kept by the scan
+            return self._words[rows, j - L.N_HEADER]
+        w = F.words(self.text.buf)
+        return w[np.minimum(self._cs(j, rows), max(len(w) - 1, 0))] if len(w) else \
+            np.zeros(len(rows), np.uint64)
+
+    def _stamp(self, j: int, rows: np.ndarray) -> bool:
+        """Whether column j of every one of ``rows`` is a date or time (the scan keeps
+        their words)."""
+        k = j - L.N_HEADER
+        kinds = np.array([len(c) > k and c[k][1] in (L.DATE, L.TIME)
+                          for c in (L.RECORD_TYPES[t] for t in TYPE_NAMES)] + [False], bool)
+        return bool(kinds[self.tcode[rows]].all())
+
+    def _has_ce(self, j: int) -> bool:
+        return self._cols is not None or j in self.ce
 
     def _col(self, d: dict, j: int, dtype) -> np.ndarray:
         got = d.get(j)
@@ -871,8 +1272,8 @@ class Records:
         """(values, canonical) of hex column j of ``rows`` read by fixed columns (from its
         word and length); canonical: printed as ``format(v, "x")`` (lower case, no leading
         zero)."""
-        w = self._col(self.cv, j, np.uint64)[rows]
-        tk = np.clip(self.ce[j][rows] - self.cs[j][rows], 1, 8) if j in self.ce else \
+        w = self._cv(j, rows)
+        tk = np.clip(self._ce(j, rows) - self._cs(j, rows), 1, 8) if self._has_ce(j) else \
             np.ones(len(rows), np.int64)
         hb = _HB[tk]
         upper = F.hex_flags(w) & ~F.dec_flags(w) & ~(w << F.U64(2)) & hb
@@ -881,6 +1282,10 @@ class Records:
 
     def hex_column(self, j: int, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(values, ok): hex column j of ``rows`` (not ok: longer than 16 digits)."""
+        if self._cols is not None and j - L.N_HEADER < 2:     # read by the scan
+            f = self.fit[rows]
+            if f.all():
+                return self._hval[rows, j - L.N_HEADER], f
         fi, ti = self._split(rows)
         out = np.zeros(len(rows), np.uint64)
         ok = np.zeros(len(rows), bool)
@@ -899,8 +1304,50 @@ class Records:
         if len(fi):
             canon[fi] = self._hex(j, rows[fi])[1]
         return self._merge_mask(
-            rows, canon, lambda r: word_strings(self.cv[j][r], self.ce[j][r] - self.cs[j][r]),
+            rows, canon, lambda r: word_strings(self._cv(j, r), self._ce(j, r) - self._cs(j, r)),
             lambda r: hex_text(self.hex_column(j, r)[0]))
+
+    def hex_strings(self, j: int, rows: np.ndarray, valid: np.ndarray) -> pa.Array | None:
+        """``hex_text`` of column j (one of the first two after the header) of ``rows`` where
+        ``valid``, null elsewhere, in one pass (compiled pass only, every valid row read by
+        fixed columns; None otherwise)."""
+        nat = _native_state["module"]
+        k = j - L.N_HEADER
+        if self._cols is None or nat is None or not 0 <= k < 2:
+            return None
+        other = rows[valid]
+        other = other[~self.fit[other]]
+        if len(other):                 # read by tokens: their values, rendered
+            v, ok = self.tok.hex_column(j, self.tok_row[other])
+            if not ok.all():
+                return None
+            self._hval[other, k] = v
+            self._hcanon[other, k] = False
+        n = len(rows)
+        off = nat.empty(n + 1, np.int32)
+        bitmap = np.zeros((n + 7) // 8, np.uint8)
+        data = pa.allocate_buffer(16 * n + 8)
+        total, nulls = nat.hex_strings(self.text.buf, self._line_s, rows, valid, self._hcanon,
+                                       self._cols, 2 * k, self._hval, off, bitmap,
+                                       np.frombuffer(data, np.uint8))
+        return _string_array(n, off, data.slice(0, max(total, 1)), bitmap, nulls)
+
+    def column_strings(self, j: int, rows: np.ndarray, valid: np.ndarray) -> pa.Array | None:
+        """The text of column j of ``rows`` where ``valid`` (``rest_of_line`` for a last
+        column), null elsewhere, in one pass (compiled pass only, every valid row read by
+        fixed columns; None otherwise)."""
+        nat = _native_state["module"]
+        if self._cols is None or nat is None or not self.fit[rows[valid]].all():
+            return None
+        n = len(rows)
+        c = 2 * (j - L.N_HEADER)
+        off = nat.empty(n + 1, np.int32)
+        bitmap = np.zeros((n + 7) // 8, np.uint8)
+        total, nulls = nat.span_offsets(self._line_s, rows, valid, self._cols, c, off, bitmap)
+        data = pa.allocate_buffer(total + 8)
+        nat.span_fill(self.text.buf, self._line_s, rows, valid, self._cols, c, off,
+                      np.frombuffer(data, np.uint8))
+        return _string_array(n, off, data, bitmap, nulls)
 
     @staticmethod
     def _merge_mask(rows: np.ndarray, first: np.ndarray, first_fn, other_fn) -> pa.Array:
@@ -932,12 +1379,13 @@ class Records:
     def columns_text(self, rows: np.ndarray) -> pa.Array:
         """The text after the header (from the first column to the line end) of ``rows``,
         lines read by fixed columns whose type has columns."""
-        return substrings(self.text.buf, self.cs[L.N_HEADER][rows],
+        return substrings(self.text.buf, self._cs(L.N_HEADER, rows),
                           self.text.ends[self.lines[rows]])
 
     def rest_of_line(self, j: int, rows: np.ndarray) -> pa.Array:
         return self._merge_mask(
-            rows, self.fit[rows], lambda r: substrings(self.text.buf, self.cs[j][r], self.ce[j][r]),
+            rows, self.fit[rows],
+            lambda r: substrings(self.text.buf, self._cs(j, r), self._ce(j, r)),
             lambda r: self.tok.rest_of_line(j, self.tok_row[r]))
 
     def local_seconds(self, j: int, rows: np.ndarray) -> np.ndarray:
@@ -945,7 +1393,7 @@ class Records:
         fi, ti = self._split(rows)
         out = np.zeros(len(rows), np.int64)
         if len(fi):
-            dw, tw = self.cv[j][rows[fi]], self.cv[j + 1][rows[fi]]
+            dw, tw = self._cv(j, rows[fi]), self._cv(j + 1, rows[fi])
             mm, dd, yy = (_two_of(dw, k) for k in (0, 3, 6))
             year = np.where(yy >= L.YEAR_PIVOT, 1900 + yy, 2000 + yy)
             days = _days_from_civil(year, mm, dd)

@@ -61,7 +61,18 @@ checked per record type; ``-l`` dump lines laid out the way ``encoder.dump_lines
 them are recognised by fixed columns on a byte matrix, any other indented line by the
 regular expression);
 transactions, link chains, folds and CLR stacks are computed for all records at
-once (``chains.py``); rows go to the sink with ``add_columns``. A record line the columns
+once (``chains.py``); rows go to the sink with ``add_columns``.
+
+Fast path for big texts (issue 13): a text of 128 MB or more, or any text of 256 KB or more
+once the process has read 128 MB by numpy (``columns.native_wanted``), is read by one
+compiled pass (``native.py``, numba: lines, line kinds, dump lines and the fixed-column
+reading in one loop over the bytes, the same rules as the numpy passes), and records mode
+builds its rows from it in a few more compiled passes (``_RecordsMode.run_native``: rows,
+roles and dictionary codes in one pass over the records, the string columns in one pass,
+``seg_data`` by ``memcpy``, all into Arrow buffers). The lines either path cannot take go
+through the same careful code; both give the same rows (tests/test_informix_native.py).
+Without numba, or below the sizes (``make run``'s ~1 MB archives), numba is never imported
+and numpy reads the text as described above. A record line the columns
 cannot take (damage, non-ASCII, numbers wider than 16 hex / 9 decimal digits) and every
 record of its xid, and every record of an xid where the columns find what the rules
 quarantine (a broken link, an unknown table, a remainder without its change), go through
@@ -82,6 +93,7 @@ records (``n_records`` 0), never a crash.
 from __future__ import annotations
 
 import datetime as _dt
+import gc
 import posixpath
 from dataclasses import dataclass, field
 from zoneinfo import ZoneInfo
@@ -677,6 +689,27 @@ _T_BEGIN = COL.TYPE_NAMES.index(L.BEGIN)
 _T_COMMIT = COL.TYPE_NAMES.index(L.COMMIT)
 
 
+def _strings_of(recs: COL.Records):
+    """``S(values, idx, valid)``: ``values[idx]`` where ``valid`` (None: where idx >= 0), null
+    elsewhere; built in one pass by the compiled pass's kernels where the records were read
+    by it (``COL.dict_strings``), else ``_strings``."""
+    if recs.text.native is None or COL._native_state["module"] is None:
+        def S(values, idx, valid):
+            if valid is None:
+                valid = idx >= 0
+                idx = np.maximum(idx, 0)
+            return _strings(list(values), np.asarray(idx, np.int64), valid)
+        return S
+
+    def S(values, idx, valid):
+        codes = idx if valid is None else np.where(valid, idx, -1)
+        out = COL.dict_strings(values, codes)
+        if out is None:
+            return _strings(list(values), np.maximum(codes, 0).astype(np.int64), codes >= 0)
+        return out
+    return S
+
+
 def _strings(values: pa.Array | list, idx: np.ndarray, valid: np.ndarray) -> pa.Array:
     """``values[idx]`` where ``valid``, else null: the valid rows taken (no index mask), then
     placed at their rows by new offsets and a validity bitmap (``_scatter``; about half the
@@ -950,7 +983,20 @@ def decode_records(data: bytes, ctx: DecodeContext, sink: EventSink) -> None:
     the columns read (DDL and truncates too: only their text is read record by record) is
     added by ``add_columns``; the rest go through ``careful_row`` (``parse_record``), added in
     record order between slices of the columnar rows."""
-    text = COL.Text(data)
+    if COL.native_wanted(len(data)) and COL._native_module() is not None:
+        from . import native as NAT
+
+        scratch = NAT.SCRATCH if NAT.SCRATCH.take() else None
+        try:
+            return _decode_records(COL.Text(data, native=True, scratch=scratch), data, ctx,
+                                   sink)
+        finally:
+            if scratch is not None:
+                scratch.release()
+    return _decode_records(COL.Text(data, native=False), data, ctx, sink)
+
+
+def _decode_records(text: COL.Text, data: bytes, ctx: DecodeContext, sink: EventSink) -> None:
     uniqid = uniqid_of(ctx.archive)
     if uniqid is None or uniqid > L.MAX_ADDR:
         rec_lines = text.record_lines()
@@ -962,7 +1008,20 @@ def decode_records(data: bytes, ctx: DecodeContext, sink: EventSink) -> None:
             sink.quarantine(err, line_no, ctx.index, data, n_records=len(rec_lines),
                             n_bytes=len(data))
         return None
-    _RecordsMode(ctx, uniqid, text, text.records()).run(sink)
+    recs = text.records()
+    if text.native is None:
+        _RecordsMode(ctx, uniqid, text, recs).run(sink)
+        return None
+    # a big text: the collector paused while its rows are built (the DDL records' values
+    # are Python objects; a full collection walks every object of the process, numba's too)
+    paused = gc.isenabled()
+    if paused:
+        gc.disable()
+    try:
+        _RecordsMode(ctx, uniqid, text, recs).run(sink)
+    finally:
+        if paused:
+            gc.enable()
     return None
 
 
@@ -1041,6 +1100,13 @@ class _RecordsMode:
         t = self.text
         lines = self.recs.lines[fi]
         kinds = t.kind
+        units = self.recs.units(fi)
+        if units is not None:                    # the compiled pass found the units
+            start = t.starts[lines]
+            end = np.minimum(units[0], start + RAW_HEX_LIMIT)
+            bad = np.flatnonzero(~units[1] & keep)      # units of another shape: joined
+            patch = {j: self.unit(int(fi[j])).raw[:RAW_HEX_LIMIT] for j in bad.tolist()}
+            return COL.binary_spans(t.buf, start, np.where(keep, end, start), keep, patch)
         fast = self._raw_simple(fi, lines, keep)
         if fast is not None:
             return fast
@@ -1063,14 +1129,15 @@ class _RecordsMode:
         bad = np.flatnonzero(~simple & keep)
         good = keep & simple
         out = COL.substrings_binary(t.buf, start, np.where(good, end, start), keep)
-        if len(bad):   # the few units of another shape, joined line by line
-            patch = pa.array([self.unit(int(fi[j])).raw[:RAW_HEX_LIMIT] for j in bad.tolist()],
-                             pa.binary())
-            idx = np.full(len(fi), -1, dtype=np.int64)
-            idx[bad] = np.arange(len(bad))
-            out = pc.if_else(pa.array(idx >= 0),
-                             pc.take(patch, pa.array(np.maximum(idx, 0))), out)
-        return out
+        return self._patch(out, fi, bad) if len(bad) else out
+
+    def _patch(self, out: pa.Array, fi: np.ndarray, bad: np.ndarray) -> pa.Array:
+        """``out`` with the rows ``bad`` (units of another shape) joined line by line."""
+        patch = pa.array([self.unit(int(fi[j])).raw[:RAW_HEX_LIMIT] for j in bad.tolist()],
+                         pa.binary())
+        idx = np.full(len(fi), -1, dtype=np.int64)
+        idx[bad] = np.arange(len(bad))
+        return pc.if_else(pa.array(idx >= 0), pc.take(patch, pa.array(np.maximum(idx, 0))), out)
 
     def _raw_simple(self, fi: np.ndarray, lines: np.ndarray, keep: np.ndarray) -> pa.Array | None:
         """``raw`` for a text without a cut \\r whose blank lines all stand alone right before
@@ -1147,6 +1214,8 @@ class _RecordsMode:
 
     def run(self, sink: EventSink, careful_only: bool = False) -> None:
         recs, uniqid, ctx = self.recs, self.uniqid, self.ctx
+        if not careful_only and recs.n and recs.native_rows():
+            return self.run_native(sink)
         n = recs.n
         fast = recs.fast.copy()
         if careful_only:
@@ -1171,12 +1240,14 @@ class _RecordsMode:
         tcode = recs.tcode[fi]
         system = r == CH.R_SYSTEM
         rule_rows = (r == CH.R_OTHER) | system
+        S = _strings_of(recs)
+        pos = COL.native_positions(uniqid, recs.addr, fi) if S is not _strings else None
         fields: dict = {
-            "position": COL.positions(uniqid, recs.addr[fi]),
+            "position": COL.positions(uniqid, recs.addr[fi]) if pos is None else pos,
             "xid": recs.xid[fi].astype(np.int64),
             "link": recs.link[fi].astype(np.int64),
-            "record_type": pc.take(pa.array(COL.TYPE_NAMES), pa.array(tcode.astype(np.int32))),
-            "rule": _strings(list(_TYPE_RULES), tcode.astype(np.int64), rule_rows),
+            "record_type": S(COL.TYPE_NAMES, tcode, None),
+            "rule": S(_TYPE_RULES, tcode, rule_rows),
         }
         # the record's raw bytes (its line and -l dump lines, at most 256), for a record the
         # transaction rules may quarantine: carried in seg_data until then (resolve.py)
@@ -1184,8 +1255,9 @@ class _RecordsMode:
         begin = r == CH.R_BEGIN
         bi = np.flatnonzero(begin)
         if len(bi):
-            users = recs.rest_of_line(L.N_HEADER + 3, fi[bi])
-            fields["user"] = _scatter(users, bi, len(fi))
+            users = recs.column_strings(L.N_HEADER + 3, fi, begin)
+            fields["user"] = users if users is not None else \
+                _scatter(recs.rest_of_line(L.N_HEADER + 3, fi[bi]), bi, len(fi))
         ci = np.flatnonzero(r == CH.R_COMMIT)
         ts = np.zeros(len(fi), dtype=np.int64)
         if len(ci):
@@ -1196,7 +1268,7 @@ class _RecordsMode:
         ddl = r == CH.R_DDL
         change = home | ddl
         if change.any():
-            self.changes(fields, fi, tcode, tbl[fi], row[fi], home, ddl)
+            self.changes(fields, fi, tcode, tbl[fi], row[fi], home, ddl, S)
         ci = np.flatnonzero(~fast)
         careful = [self.careful_row(i) for i in ci.tolist()]
 
@@ -1210,7 +1282,7 @@ class _RecordsMode:
             nb[0] += ss[0]
             nbytes = nb[np.concatenate((fi, ci))]
         m = len(fi)
-        kinds = pa.array(_KINDS).take(pa.array(kind))
+        kinds = S(_KINDS, kind, None)
         offsets = recs.lines[fi] + 1 + ctx.line
         index = fi + ctx.index
         # rows in record order: the columnar rows in slices between the careful ones (many
@@ -1218,12 +1290,245 @@ class _RecordsMode:
         cuts = np.searchsorted(fi, [c["index"] - ctx.index for c in careful]).tolist() \
             if len(careful) <= _INTERLEAVE else [m] * len(careful)
         done = 0
+        chunked = any(isinstance(v, _Chunked) for v in [kinds, *fields.values()])
         for c, nb, cut in zip(careful + [None], nbytes[m:].tolist() + [None], cuts + [m]):
-            if cut > done:
-                sl = slice(done, cut)
+            while cut > done:
+                end = min(cut, (done // _CHUNK + 1) * _CHUNK) if chunked else cut
+                sl = slice(done, end)
                 sink.add_columns(kinds[sl], offsets[sl], index[sl], 1, n_bytes=nbytes[sl],
                                  **{k: v[sl] for k, v in fields.items()})
-                done = cut
+                done = end
+            if c is None:
+                break
+            kind_, off, idx = c.pop("kind"), c.pop("offset"), c.pop("index")
+            if kind_ == "quarantine":
+                sink.quarantine(c.pop("error"), off, idx, c.pop("raw"), n_records=1, n_bytes=nb,
+                                **{k: v for k, v in c.items() if v is not None})
+            else:
+                sink.add(kind_, off, idx, 1, n_bytes=nb,
+                         **{k: v for k, v in c.items() if v is not None})
+
+    def run_native(self, sink: EventSink) -> None:
+        """``run`` for records the compiled pass read (``native.rows``): which records are
+        rows, their roles, line numbers, bytes and the codes of their string columns in one
+        pass over the records; the string columns built from those codes in one more
+        (``COL.dict_columns``), the others from the scan's columns; what ``run`` gives."""
+        recs, uniqid, ctx = self.recs, self.uniqid, self.ctx
+        nat = COL._native_state["module"]
+        n = recs.n
+        fast = recs.fast.copy()
+        # lines read by tokens: their table and row ids (wider than 16 digits: careful)
+        rest = np.flatnonzero(~recs.fit & fast)
+        if len(rest):
+            role = CH.ROLE[np.maximum(recs.tcode[rest], 0)]
+            hi = rest[(role == CH.R_HOME) | (role == CH.R_DDL)]
+            if len(hi):
+                v, ok = recs.tok.hex_column(L.N_HEADER, recs.tok_row[hi])
+                recs._hval[hi, 0] = v
+                fast[hi[~ok]] = False
+            hi = rest[role == CH.R_HOME]
+            hi = hi[fast[hi]]
+            if len(hi):
+                v, ok = recs.tok.hex_column(L.N_HEADER + 1, recs.tok_row[hi])
+                recs._hval[hi, 1] = v
+                recs._hcanon[hi, 1] = False
+                fast[hi[~ok]] = False
+        sc = self.text.scratch                   # working arrays kept between texts
+        fi, role_f, codes, local = sc.get("rows", _rows_arrays, n) if sc else _rows_arrays(n)
+        offs, idx, nbytes = (nat.empty(n, np.int64) for _ in range(3))   # in the output
+        size = 1 << 14
+        while True:
+            tkeys = np.zeros(size, np.uint64)
+            tslot = np.full(size, -1, np.int64)
+            m, nt = nat.rows(fast, recs.tcode, recs.link, recs._hval, recs._words, recs.fit,
+                             CH.ROLE, _KIND_OF_ROLE, _HOME_OP, L.YEAR_PIVOT, recs._line_s,
+                             recs.lines, self.text.size, ctx.line, ctx.index, fi, role_f, codes,
+                             tkeys, tslot, local, offs, idx, nbytes)
+            if nt >= 0:
+                break
+            size *= 16
+        fi, r, codes = fi[:m], role_f[:m], codes[:, :m]
+        keys = np.zeros(nt, np.uint64)
+        used = tslot >= 0
+        keys[tslot[used]] = tkeys[used]
+        xid, link = recs.xid.view(np.int64), recs.link.view(np.int64)
+        # the string columns are built in chunks of _CHUNK rows (the sink's batches): a big
+        # buffer is fresh memory on every use, chunks are reused by Arrow's allocator
+        fields: dict = {
+            "position": _chunked(m, lambda a, b: COL.native_positions(uniqid, recs.addr,
+                                                                       fi[a:b])),
+            "xid": xid.copy() if m == n else xid[fi],          # (the scan's: scratch)
+            "link": link.copy() if m == n else link[fi],
+        }
+        fields["seg_data"] = self.raw_native(fi, r)
+        begin = r == CH.R_BEGIN
+        if recs.fit[fi[begin]].all():
+            users = _chunked(m, lambda a, b: recs.column_strings(L.N_HEADER + 3, fi[a:b],
+                                                                 begin[a:b]))
+        else:
+            bi = np.flatnonzero(begin)
+            users = _scatter(recs.rest_of_line(L.N_HEADER + 3, fi[bi]), bi, m)
+        fields["user"] = users
+        commit = r == CH.R_COMMIT
+        ci = np.flatnonzero(commit)
+        ts = np.zeros(m, dtype=np.int64)
+        if len(ci):
+            loc = local[:m][ci]
+            tok = np.flatnonzero(loc < 0)                # read by tokens
+            if len(tok):
+                loc[tok] = recs.local_seconds(L.N_HEADER, fi[ci[tok]])
+            ts[ci] = utc_micros(loc, self.zone)
+        fields["commit_ts"] = pa.array(ts, pa.timestamp("us", tz="UTC"), mask=~commit)
+        specs = [(0, _KINDS), (1, COL.TYPE_NAMES), (2, _TYPE_RULES)]
+        names = ["kind", "record_type", "rule"]
+        if nt:
+            specs += self.changes_native(fields, fi, r, codes, keys)
+            names += ["op", "table_id", "schema_name", "table_name", "flag"]
+        parts = COL.dict_columns(codes, specs, _bounds(m))
+        cols = [p[0] for p in zip(*parts)] if len(parts) == 1 else \
+            [_Chunked(list(p), _CHUNK) for p in zip(*parts)]
+        kinds = cols[0]
+        for name, col in zip(names[1:], cols[1:]):
+            fields[name] = col
+        if m < n:
+            row = np.zeros(n, bool)
+            row[fi] = True
+            ci = np.flatnonzero(~row)
+        else:
+            ci = np.zeros(0, np.int64)
+        careful = [self.careful_row(i) for i in ci.tolist()]
+        if len(ci):
+            ss = recs._line_s
+            nbc = np.append(ss[1:], self.text.size)[ci] - ss[ci]
+            nbc[ci == 0] += ss[0]
+            nb = np.concatenate((nbytes[:m], nbc))
+        else:
+            nb = nbytes[:m]
+        self.add(sink, fi, ci, careful, kinds, fields, nb, offs[:m], idx[:m])
+
+    def raw_native(self, fi: np.ndarray, r: np.ndarray) -> pa.Array:
+        """``raw(fi, r != R_SYSTEM)`` from the units the compiled pass found, in one pass
+        (``native.seg_offsets``, ``seg_fill``)."""
+        nat = COL._native_state["module"]
+        recs, t = self.recs, self.text
+        m = len(fi)
+        sc = t.native
+        off = nat.empty(m + 1, np.int32)
+        bitmap = np.zeros((m + 7) // 8, np.uint8)
+        bad = np.empty(m, np.int64)
+        _total, nulls, nbad = nat.seg_offsets(fi, recs._line_s, sc.uend, sc.usimple, r,
+                                              RAW_HEX_LIMIT, off, bitmap, bad)
+        patch = {j: self.unit(int(fi[j])).raw[:RAW_HEX_LIMIT] for j in bad[:nbad].tolist()}
+        if patch:                                  # units of another shape: joined
+            lens = np.diff(off.astype(np.int64))
+            for j, b in patch.items():
+                lens[j] = len(b)
+            off[1:] = np.cumsum(lens)
+        chunks = []
+        for a in range(0, max(m, 1), _CHUNK):      # a buffer per chunk of rows
+            b = min(a + _CHUNK, m)
+            base = int(off[a])
+            size = int(off[b]) - base
+            data = pa.allocate_buffer(size + 8)
+            out = np.frombuffer(data, np.uint8)
+            o = off[a:b + 1] - base
+            nat.seg_fill(t.buf, fi[a:b], recs._line_s, o, out)
+            for j, x in patch.items():             # (seg_fill copied their bytes: replaced)
+                if a <= j < b:
+                    out[o[j - a]:o[j - a] + len(x)] = np.frombuffer(x, np.uint8)
+            bm = bitmap[a >> 3:(b + 7) >> 3]       # a chunk starts at a multiple of 8 rows
+            nn = (b - a) - int(np.bitwise_count(bm).sum()) if nulls else 0
+            chunks.append(pa.BinaryArray.from_buffers(
+                pa.binary(), b - a, [pa.py_buffer(bm) if nn else None, pa.py_buffer(o), data], nn))
+        return chunks[0] if len(chunks) == 1 else _Chunked(chunks, _CHUNK)
+
+    def changes_native(self, fields: dict, fi: np.ndarray, r: np.ndarray, codes: np.ndarray,
+                       keys: np.ndarray) -> list:
+        """``changes`` from the codes of ``native.rows`` (3: op of a home-row change, 4 and 5:
+        its table among ``keys``, the distinct tables in order of first appearance): the
+        DDL records' codes set here, the row ids and ddl texts built; returns the specs of
+        the dictionary columns op, table_id, schema_name, table_name, flag."""
+        home = r == CH.R_HOME
+        ddl = r == CH.R_DDL
+        ids = [format(t, "x") for t in keys.tolist()]
+        tables = [self.catalog.table(t) for t in ids]
+        kn = np.array([t is not None for t in tables] + [False], bool)
+        schemas = [t.schema if t else None for t in tables]
+        names = [t.name if t else None for t in tables]
+        op, code, flag = codes[3], codes[5], codes[6]
+        flag[home & ~kn[codes[4]]] = 0
+        di = np.flatnonzero(ddl)
+        texts: list = []
+        dfit = self.recs.fit[fi[di]]
+        col_texts = iter(self.recs.columns_text(fi[di[dfit]]).to_pylist() if dfit.any() else ())
+        seen: dict = {}                          # the same columns read once
+        known = kn.tolist()
+        ops, flags, dcodes = [], [], []          # the DDL rows' codes, set at once
+        for rec_i, t, is_fit, c in zip(fi[di].tolist(), codes[1][di].tolist(), dfit.tolist(),
+                                       code[di].tolist()):
+            if is_fit:
+                key = (t, next(col_texts))
+                v = seen.get(key)
+                if v is None:
+                    v = seen[key] = self.values(_record_of_columns(COL.TYPE_NAMES[t], key[1]))
+            else:                                # read by tokens (checked): split again
+                parts = self.text.line(int(self.recs.lines[rec_i])).decode("utf-8") \
+                    .split(None, L.N_HEADER)
+                key = (parts[2], parts[L.N_HEADER] if len(parts) > L.N_HEADER else "")
+                v = seen.get(key)
+                if v is None:
+                    v = seen[key] = self.values(_record_of_tokens(*key))
+            ops.append(_OP_CODE[v["op"]])
+            texts.append(v.get("ddl"))
+            if v.get("flag"):
+                flags.append(0)
+                dcodes.append(-1)
+            elif not known[c]:                   # the names the record prints
+                flags.append(-1)
+                dcodes.append(len(schemas))
+                schemas.append(v.get("schema_name"))
+                names.append(v.get("table_name"))
+            else:
+                flags.append(-1)
+                dcodes.append(c)
+        if len(di):
+            op[di] = ops
+            flag[di] = flags
+            code[di] = dcodes
+        parts = [self.recs.hex_strings(L.N_HEADER + 1, fi[a:b], home[a:b])
+                 for a, b in _bounds(len(fi))]
+        if any(p is None for p in parts):
+            home_i = np.flatnonzero(home)
+            rid = _scatter(self.recs.hex_text(L.N_HEADER + 1, fi[home_i]), home_i, len(fi))
+        else:
+            rid = parts[0] if len(parts) == 1 else _Chunked(parts, _CHUNK)
+        fields["row_id"] = rid
+        if len(di):
+            dcode = codes[7]
+            dcode[di] = np.arange(len(di))
+            fields["ddl"] = COL.dict_strings(texts, dcode)
+        return [(3, _OPS), (4, ids), (5, schemas), (5, names), (6, (RS.UNKNOWN_TABLE_FLAG,))]
+
+    def add(self, sink: EventSink, fi: np.ndarray, ci: np.ndarray, careful: list, kinds,
+            fields: dict, nbytes: np.ndarray, offsets: np.ndarray, index: np.ndarray) -> None:
+        """The rows to the sink: the columnar rows (records ``fi``: their ``offsets``,
+        ``index``) in slices between the careful ones (records ``ci``, rows ``careful``);
+        ``nbytes`` of the columnar rows, then of the careful ones."""
+        ctx = self.ctx
+        m = len(fi)
+        # rows in record order: the columnar rows in slices between the careful ones (many
+        # careful rows: added after them, the sink puts them in order)
+        cuts = np.searchsorted(fi, [c["index"] - ctx.index for c in careful]).tolist() \
+            if len(careful) <= _INTERLEAVE else [m] * len(careful)
+        done = 0
+        chunked = any(isinstance(v, _Chunked) for v in [kinds, *fields.values()])
+        for c, nb, cut in zip(careful + [None], nbytes[m:].tolist() + [None], cuts + [m]):
+            while cut > done:
+                end = min(cut, (done // _CHUNK + 1) * _CHUNK) if chunked else cut
+                sl = slice(done, end)
+                sink.add_columns(kinds[sl], offsets[sl], index[sl], 1, n_bytes=nbytes[sl],
+                                 **{k: v[sl] for k, v in fields.items()})
+                done = end
             if c is None:
                 break
             kind_, off, idx = c.pop("kind"), c.pop("offset"), c.pop("index")
@@ -1235,7 +1540,7 @@ class _RecordsMode:
                          **{k: v for k, v in c.items() if v is not None})
 
     def changes(self, fields: dict, fi: np.ndarray, tcode: np.ndarray, tb: np.ndarray,
-                rows: np.ndarray, home: np.ndarray, ddl: np.ndarray) -> None:
+                rows: np.ndarray, home: np.ndarray, ddl: np.ndarray, S=None) -> None:
         """The change columns of the home-row changes and the table-level records (DDL,
         truncate: their ``ddl`` text and printed names read record by record, ``values``)."""
         change = home | ddl
@@ -1245,8 +1550,9 @@ class _RecordsMode:
         tables = [self.catalog.table(t) for t in ids]
         code = np.zeros(len(fi), np.int64)
         code[change] = enc.indices.to_numpy()
+        S = S or _strings_of(self.recs)
         # the id of every change's table: ``format(v, "x")``, rendered once per table
-        fields["table_id"] = _strings(ids, code, change)
+        fields["table_id"] = S(ids, code, change)
         known = change & np.array([t is not None for t in tables], dtype=bool)[code]
         schemas = [t.schema if t else None for t in tables]
         names = [t.name if t else None for t in tables]
@@ -1276,16 +1582,20 @@ class _RecordsMode:
                 schemas.append(v.get("schema_name"))
                 names.append(v.get("table_name"))
                 known[j] = True
-        fields["op"] = _strings(list(_OPS), np.maximum(op, 0), op >= 0)
+        fields["op"] = S(_OPS, op, None)
         # the row ids as printed (when printed the canonical way), else rendered from the value
-        home_i = np.flatnonzero(home)
-        fields["row_id"] = _scatter(self.recs.hex_text(L.N_HEADER + 1, fi[home_i]), home_i,
-                                    len(fi))
-        fields["schema_name"] = _strings(schemas, code, known)
-        fields["table_name"] = _strings(names, code, known)
-        fields["flag"] = _strings([RS.UNKNOWN_TABLE_FLAG], np.zeros(len(fi), np.int64), flag)
+        rid = self.recs.hex_strings(L.N_HEADER + 1, fi, home)
+        if rid is None:
+            home_i = np.flatnonzero(home)
+            rid = _scatter(self.recs.hex_text(L.N_HEADER + 1, fi[home_i]), home_i, len(fi))
+        fields["row_id"] = rid
+        fields["schema_name"] = S(schemas, code, known)
+        fields["table_name"] = S(names, code, known)
+        fields["flag"] = S((RS.UNKNOWN_TABLE_FLAG,), flag.astype(np.int8) - 1, None)
         if len(di):
-            fields["ddl"] = _scatter(pa.array(texts, pa.string()), di, len(fi))
+            dcode = np.full(len(fi), -1, np.int64)
+            dcode[di] = np.arange(len(di))
+            fields["ddl"] = S(texts, dcode, None)
 
 
 def _record_of_columns(rtype: str, text: str) -> Record:
@@ -1305,7 +1615,58 @@ def _record_of_columns(rtype: str, text: str) -> Record:
     return Record(0, 0, rtype, 0, 0, 0, values)
 
 
+def _record_of_tokens(rtype: str, text: str) -> Record:
+    """``_record_of_columns`` for the text after the header of a line the token reader
+    checked (columns apart by any white space): what ``parse_record`` gives for them."""
+    cols = L.RECORD_TYPES[rtype]
+    if rtype in L.REST_OF_LINE:
+        toks = text.split(None, len(cols) - 1)
+        if toks:
+            toks[-1] = toks[-1].rstrip()
+    else:
+        toks = text.split()
+    values = {}
+    for (name, kind, _label), tok in zip(cols, toks):
+        if kind == L.HEX:
+            values[name] = int(tok, 16)
+        elif kind == L.DEC:
+            values[name] = int(tok)
+        else:
+            values[name] = _COLUMN[kind](tok, name)
+    return Record(0, 0, rtype, 0, 0, 0, values)
+
+
 _INTERLEAVE = 64          # careful rows up to which the columnar rows are added in slices
+_CHUNK = 65536            # rows of a seg_data buffer (the sink's batch size)
+
+
+def _rows_arrays(n: int) -> tuple:
+    """The working arrays of ``native.rows`` for n records: rows, roles, codes, times."""
+    nat = COL._native_state["module"]
+    return (nat.empty(n, np.int64), nat.empty(n, np.int8), nat.empty((8, n), np.int32),
+            nat.empty(n, np.int64))
+
+
+def _bounds(m: int) -> list[tuple[int, int]]:
+    """The chunks of ``_CHUNK`` rows of m rows (one, empty, for none)."""
+    return [(a, min(a + _CHUNK, m)) for a in range(0, max(m, 1), _CHUNK)]
+
+
+def _chunked(m: int, build) -> "pa.Array | _Chunked":
+    """``build(a, b)`` of every chunk of m rows, as one column."""
+    parts = [build(a, b) for a, b in _bounds(m)]
+    return parts[0] if len(parts) == 1 else _Chunked(parts, _CHUNK)
+
+
+class _Chunked:
+    """A column in chunks of ``size`` rows; sliced within one chunk."""
+
+    def __init__(self, chunks: list, size: int) -> None:
+        self.chunks, self.size = chunks, size
+
+    def __getitem__(self, sl: slice) -> pa.Array:
+        k = sl.start // self.size
+        return self.chunks[k].slice(sl.start - k * self.size, sl.stop - sl.start)
 
 
 def _line_len(t: COL.Text) -> np.ndarray:
