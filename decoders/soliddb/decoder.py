@@ -338,6 +338,91 @@ def frame_rows(data, base: int = 0, expect_header: bool = True) -> tuple[Rows, i
     return rows, header
 
 
+def _header_ok(raw: bytes) -> bool:
+    """Is ``raw`` (the first row, newline included) the SYS_LOG header?"""
+    try:
+        text = raw.decode("utf-8").rstrip("\r\n")
+        got = [f.strip().upper() for f in next(csv.reader([text]))] if text else []
+    except (UnicodeDecodeError, csv.Error):
+        got = []
+    return got == _HEADER_UPPER
+
+
+def _read_fields(body) -> pa.Table | None:
+    """The eight fields of every row of ``body`` (no quoting) as string columns, by
+    ``pyarrow.csv`` in this thread (its thread pool costs three times the CPU), or None when
+    a row does not have eight fields."""
+    import pyarrow.csv as pacsv
+
+    try:
+        return pacsv.read_csv(
+            pa.py_buffer(body),
+            read_options=pacsv.ReadOptions(column_names=list(L.HEADER), block_size=1 << 26,
+                                           use_threads=False),
+            parse_options=pacsv.ParseOptions(quote_char=False, newlines_in_values=False,
+                                             ignore_empty_lines=False),
+            convert_options=pacsv.ConvertOptions(
+                column_types={h: pa.string() for h in L.HEADER}, strings_can_be_null=False,
+                quoted_strings_can_be_null=False))
+    except pa.ArrowInvalid:
+        return None
+
+
+def _field_lengths(table: pa.Table) -> np.ndarray:
+    """Per row, the bytes of its eight fields together."""
+    total = np.zeros(table.num_rows, dtype=np.int64)
+    for name in L.HEADER:
+        at = 0
+        for chunk in table.column(name).chunks:
+            off = np.frombuffer(chunk.buffers()[1], dtype=np.int32, count=len(chunk) + 1,
+                                offset=chunk.offset * 4)
+            total[at:at + len(chunk)] += np.diff(off)
+            at += len(chunk)
+    return total
+
+
+def clean_frame(data, base: int = 0, expect_header: bool = True):
+    """``frame_rows`` for the usual archive, without a pass per byte class: ASCII only, no
+    quote, every line ends with the same line end (``\n`` or ``\r\n``, the last one too),
+    every line but the header has exactly eight fields (so none is blank) and the header is
+    good. Then every row is simple and the fields of all rows are read at once; returns
+    ``(rows, header, fields)``, or None when the archive is not of that kind (the general
+    ``frame_rows`` decides then). Every row has eight fields and the bytes add up to the
+    archive's size with one line end per row: that proves the rows are exactly its lines."""
+    if not isinstance(data, bytes) or not data.endswith(b"\n") or not data.isascii() \
+            or data.find(b'"') >= 0:
+        return None
+    head = 0
+    if expect_header:
+        head = data.find(b"\n") + 1
+        if not _header_ok(data[:head]):
+            return None
+    if head >= len(data):
+        return None
+    table = _read_fields(memoryview(data)[head:])
+    if table is None or not table.num_rows:
+        return None
+    lengths = _field_lengths(table) + (len(L.HEADER) - 1)
+    n_rows = table.num_rows
+    body = len(data) - head
+    if int(lengths.sum()) + 2 * n_rows == body:
+        lengths += 2
+    elif int(lengths.sum()) + n_rows == body and data.find(b"\r") < 0:
+        lengths += 1
+    else:
+        return None
+    first = 1 if expect_header else 0
+    ends = np.empty(n_rows + first, dtype=np.int64)
+    ends[:first] = head
+    np.cumsum(lengths, out=ends[first:])
+    ends[first:] += head
+    starts = np.empty_like(ends)
+    starts[0] = 0
+    starts[1:] = ends[:-1]
+    rows = Rows(starts + base, ends + base, np.ones(len(starts), dtype=bool), {}, {}, base)
+    return rows, (0 if expect_header else None), table
+
+
 def _join_quoted(data, starts, ends, quotes, blank, base):
     """Join the lines of quoted fields that span lines (the rare path: a Python loop over the
     lines, each visited a bounded number of times)."""
@@ -502,27 +587,19 @@ def _fast_columns(data, rows: Rows, which: np.ndarray) -> dict | None:
     in one call (numbers, hex as text; ``rows`` = their row numbers)."""
     if not len(which):
         return None
-    import pyarrow.csv as pacsv
-
     body = byte_runs(data, rows.starts[which] - rows.base, rows.ends[which] - rows.base)
     # every row must end with a newline for the reader to see it as one row
     if not body.endswith(b"\n"):
         body += b"\n"
-    types = {h: pa.string() for h in L.HEADER}
-    try:
-        table = pacsv.read_csv(pa.py_buffer(body),
-                               read_options=pacsv.ReadOptions(column_names=list(L.HEADER),
-                                                              block_size=1 << 26),
-                               parse_options=pacsv.ParseOptions(quote_char=False,
-                                                                newlines_in_values=False,
-                                                                ignore_empty_lines=False),
-                               convert_options=pacsv.ConvertOptions(
-                                   column_types=types, strings_can_be_null=False,
-                                   quoted_strings_can_be_null=False))
-    except pa.ArrowInvalid:
+    table = _read_fields(body)
+    if table is None or table.num_rows != len(which):
         return None
-    if table.num_rows != len(which):
-        return None
+    return _columns_of(table, which)
+
+
+def _columns_of(table: pa.Table, which: np.ndarray) -> dict:
+    """The parsed fields (``_read_fields``) of the rows ``which``: numbers checked and
+    converted, LOGADDR and DATA as text."""
     out = {"rows": which}
     for name in ("RECID", "TRXID", "RELID", "FLAGS"):
         text = table.column(name).combine_chunks()
@@ -570,6 +647,13 @@ class _Archive:
     def run(self) -> None:
         data = self.data
         expect_header = not (self.ctx.split and self.ctx.split.get("header") is False)
+        clean = clean_frame(data, self.base, expect_header)
+        if clean is not None:                       # the usual archive: every row simple
+            rows, header, table = clean
+            first = 1 if expect_header else 0
+            self.index0 = self.ctx.index - first
+            self._finish(rows, [], _columns_of(table, np.arange(first, len(rows.starts))))
+            return
         rows, header = frame_rows(data, self.base, expect_header)
         n = len(rows.starts)
         first = 0
@@ -594,8 +678,10 @@ class _Archive:
         cols = _fast_columns(data, rows, fast) if len(fast) else None
         if cols is None:
             fast = fast[:0]
-        careful = sorted(set(range(first, n)) - set(fast.tolist()))
-        self._finish(rows, careful, cols)
+        rest = np.ones(n, dtype=bool)
+        rest[:first] = False
+        rest[fast] = False
+        self._finish(rows, np.flatnonzero(rest).tolist(), cols)
 
     # ---------------------------------------------------------------- helpers
     def _raw(self, rows: Rows, r: int) -> bytes:
