@@ -28,6 +28,7 @@ Decisions:
 
 from __future__ import annotations
 
+import binascii
 import csv
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
@@ -714,12 +715,16 @@ class _Archive:
         careful_trx = {rec.trx for rec in machine_recs}
         if fast is not None:
             careful_trx |= self._decode_fast(fast)
-            take = np.array([t not in careful_trx for t in fast["trx_list"]], dtype=bool) \
-                if careful_trx else np.ones(len(fast["row"]), dtype=bool)
+            take = np.ones(len(fast["row"]), dtype=bool)
+            if careful_trx:
+                # transactions as numbers (fast rows' TRXIDs have at most 18 digits)
+                bad = [int(t) for t in careful_trx]
+                bad = np.array([t for t in bad if abs(t) < 10 ** 18], dtype=np.int64)
+                take = ~np.isin(fast["trx_int"], bad)
             if not take.all():
                 for k in np.flatnonzero(~take).tolist():
                     machine_recs.append(self._rec_of(fast, k, rows))
-            self._emit_fast(fast, take)
+            self._emit_fast(rows, fast, take)
         machine_recs.sort(key=lambda rec: rec.row)
         _StateMachine(self).run(machine_recs)
 
@@ -768,60 +773,64 @@ class _Archive:
         return _Rec(r, offset, index, recid, trx, relid, flags, logaddr, payload, raw)
 
     # ---------------------------------------------------------------- the fast path
-    def _fast_structure(self, rows: Rows, cols: dict) -> dict | None:
+    def _fast_structure(self, rows: Rows, cols: dict) -> dict:
         """The fast rows' structure as arrays; rows that are not plain go careful."""
         r = cols["rows"]
-        n = len(r)
         recid = cols["RECID"].fill_null(-1).to_numpy(zero_copy_only=False)
-        rec_null = cols["RECID"].is_null().to_numpy(zero_copy_only=False)
+        rec_null = _nulls(cols["RECID"])
         flags = cols["FLAGS"].fill_null(0).to_numpy(zero_copy_only=False)
         early_ok = cols["RECID_ok"] & cols["FLAGS_ok"]
         skip = early_ok & ~rec_null & (recid == L.EMPTY)
-        if skip.any():
-            self.sink.add_columns("skip", rows.starts[r[skip]], self.index0 + r[skip], 1,
-                                  rule="soliddb_empty_padding")
         logaddr = cols["LOGADDR"]
-        data_text = cols["DATA"]
-        log_ok = pc.equal(pc.utf8_length(logaddr), L.LOGADDR_HEX).to_numpy(
-            zero_copy_only=False) & _hex_only(logaddr)
-        dlen = pc.utf8_length(data_text).to_numpy(zero_copy_only=False)
-        data_ok = (dlen % 2 == 0) & _hex_only(data_text)
-        trx_null = cols["TRXID"].is_null().to_numpy(zero_copy_only=False)
+        log_ok, upper = _logaddrs(logaddr)
+        data_ok, hex_all = _hex_payloads(cols["DATA"])
+        trx_null = _nulls(cols["TRXID"])
         known_recid = np.isin(recid, list(L.RECNAMES)) & ~rec_null
         plain = (early_ok & ~skip & cols["TRXID_ok"] & cols["RELID_ok"] & log_ok & data_ok
                  & known_recid & ~trx_null)
         rest = ~skip & ~plain
-        rest_rows = r[rest].tolist()
         keep = np.flatnonzero(plain)
+        out = {"rows": r, "skip": skip, "pos": keep, "rest": r[rest].tolist()}
         if not len(keep):
-            return {"row": np.zeros(0, np.int64), "trx_list": [], "rest": rest_rows}
-        take = pa.array(keep)
-        trx = pc.cast(cols["TRXID"].take(take), pa.string())
-        relid = cols["RELID"].take(take)
-        # DATA hex -> bytes, all rows at once (empty hex: no DATA)
-        dtext = data_text.take(take)
-        has_data = pc.greater(pc.utf8_length(dtext), 0).to_numpy(zero_copy_only=False)
-        hex_off = np.frombuffer(dtext.buffers()[1], dtype=np.int32, count=len(keep) + 1,
-                                offset=dtext.offset * 4).astype(np.int64)
-        hex_raw = np.frombuffer(dtext.buffers()[2], dtype=np.uint8)[hex_off[0]:hex_off[-1]] \
-            if dtext.buffers()[2] is not None else np.zeros(0, np.uint8)
-        nib = _HEX_VALUE[hex_raw].astype(np.uint8)
-        payload = (nib[0::2] << 4) | nib[1::2]
-        pay_off = (hex_off - hex_off[0]) // 2
-        return {
+            out.update(row=np.zeros(0, np.int64), trx_int=np.zeros(0, np.int64),
+                       recid=np.zeros(0, np.int64), img={})
+            return out
+        trx_int = cols["TRXID"].fill_null(0).to_numpy(zero_copy_only=False)[keep]
+        relid = cols["RELID"].fill_null(-1).to_numpy(zero_copy_only=False)[keep]
+        rel_null = _nulls(cols["RELID"])[keep]
+        if hex_all is not None:                       # every DATA read at once already
+            payload, pay_start, pay_end = hex_all
+            pay_start, pay_end = pay_start[keep], pay_end[keep]
+        else:                                         # DATA hex -> bytes of the kept rows
+            dtext = cols["DATA"].take(pa.array(keep))
+            hex_off, hex_raw = _text_buffers(dtext)
+            nib = _HEX_VALUE[hex_raw].astype(np.uint8)
+            payload = (nib[0::2] << 4) | nib[1::2]
+            pay_start, pay_end = hex_off[:-1] // 2, hex_off[1:] // 2
+        if upper is not None:                          # LOGADDR upper-cased at once already
+            n = len(keep)
+            position = pa.StringArray.from_buffers(
+                n, pa.py_buffer(np.arange(0, 40 * (n + 1), 40, dtype=np.int32)),
+                pa.py_buffer(np.ascontiguousarray(upper[keep])))
+        else:
+            position = pc.utf8_upper(logaddr.take(pa.array(keep)))
+        out.update({
             "row": r[keep], "offset": rows.starts[r[keep]], "index": self.index0 + r[keep],
-            "recid": recid[keep], "flags": flags[keep], "trx": trx,
-            "trx_list": trx.to_pylist(), "relid": relid,
-            "logaddr": pc.utf8_upper(logaddr.take(take)), "has_data": has_data,
-            "payload": payload, "pay_off": pay_off, "rest": rest_rows,
-        }
+            "recid": recid[keep], "flags": flags[keep], "trx_int": trx_int,
+            "trx": pc.cast(pa.array(trx_int), pa.string()), "relid": relid,
+            "rel_null": rel_null, "logaddr": position, "has_data": pay_end > pay_start,
+            "payload": payload, "pay_start": pay_start, "pay_end": pay_end,
+        })
+        return out
+
+    def _relid(self, fast: dict, k: int) -> int | None:
+        return None if fast["rel_null"][k] else int(fast["relid"][k])
 
     def _rec_of(self, fast: dict, k: int, rows: Rows) -> _Rec:
-        a, b = fast["pay_off"][k], fast["pay_off"][k + 1]
+        a, b = fast["pay_start"][k], fast["pay_end"][k]
         r = int(fast["row"][k])
-        relid = fast["relid"][k].as_py()
         return _Rec(r, int(fast["offset"][k]), int(fast["index"][k]), int(fast["recid"][k]),
-                    fast["trx_list"][k], relid, int(fast["flags"][k]),
+                    str(int(fast["trx_int"][k])), self._relid(fast, k), int(fast["flags"][k]),
                     fast["logaddr"][k].as_py(),
                     fast["payload"][a:b].tobytes() if fast["has_data"][k] else None,
                     self._raw(rows, r))
@@ -837,8 +846,8 @@ class _Archive:
         recid = fast["recid"]
         is_row = np.isin(recid, (L.INSERT, L.UPDATE, L.DELETE_FULL, L.UPDATE_BEFOREIMAGE))
         ok = np.ones(n, dtype=bool)
-        relid = fast["relid"].fill_null(-1).to_numpy(zero_copy_only=False)
-        rel_null = fast["relid"].is_null().to_numpy(zero_copy_only=False)
+        relid = fast["relid"]
+        rel_null = fast["rel_null"]
         ok &= ~(is_row & ~fast["has_data"])
         row_idx = np.flatnonzero(is_row & ok)
         for rid in np.unique(relid[row_idx]).tolist():
@@ -848,7 +857,8 @@ class _Archive:
             if codec is None:
                 ok[members] = False
                 continue
-            good, image = _table_images(codec, fast["payload"], fast["pay_off"], members)
+            good, image = _table_images(codec, fast["payload"], fast["pay_start"],
+                                        fast["pay_end"], members)
             ok[members[~good]] = False
             fast["img"][rid] = (codec, members[good], image)
         # DDL and SQL records: rare, decoded one by one
@@ -857,133 +867,172 @@ class _Archive:
             if not fast["has_data"][k]:
                 ok[k] = False
                 continue
-            raw = fast["payload"][fast["pay_off"][k]:fast["pay_off"][k + 1]].tobytes()
+            raw = fast["payload"][fast["pay_start"][k]:fast["pay_end"][k]].tobytes()
             try:
                 ddl[k] = decode_ddl(raw) if recid[k] == L.DDL else decode_sql(raw)
             except DecodeError:
                 ok[k] = False
         fast["ddl"] = ddl
         fast["ok"] = ok
-        for k in np.flatnonzero(~ok).tolist():
-            bad_trx.add(fast["trx_list"][k])
+        for t in np.unique(fast["trx_int"][~ok]).tolist():
+            bad_trx.add(str(t))
         return bad_trx
 
-    def _emit_fast(self, fast: dict, take: np.ndarray) -> None:
-        """Pairing with array neighbours within each transaction, then the rows in bulk."""
+    def _emit_fast(self, rows: Rows, fast: dict, take: np.ndarray) -> None:
+        """Pairing with array neighbours within each transaction, then every row of the fast
+        path (skips too) in one ``add_columns`` call in archive order, so that the sink need
+        not sort them."""
         n = len(fast["row"])
+        sink = self.sink
+        recid, row = fast["recid"], fast["row"]
+        K_SKIP, K_BEGIN, K_COMMIT, K_CHANGE = 0, 1, 2, 3
+        kind = np.full(n, -1, dtype=np.int8)           # per fast row: the row it gives
+        paired_bi = paired_ddl = bi = np.zeros(n, dtype=bool)
+        nx = np.zeros(n, dtype=np.int64)
+        if n and take.any():
+            sel = np.flatnonzero(take)
+            trx_int = fast["trx_int"]
+            order = sel[np.lexsort((row[sel], trx_int[sel]))]
+            nxt = np.full(n, -1, dtype=np.int64)
+            same = trx_int[order[1:]] == trx_int[order[:-1]]
+            nxt[order[:-1][same]] = order[1:][same]
+            relid = fast["relid"]
+            has_next = nxt >= 0
+            nx = np.where(has_next, nxt, 0)
+            bi = recid == L.UPDATE_BEFOREIMAGE
+            paired_bi = take & bi & has_next & (recid[nx] == L.UPDATE) & (relid[nx] == relid)
+            consumed = np.zeros(n, dtype=bool)
+            consumed[nx[paired_bi]] = True
+            ddl_rec = take & (recid == L.DDL)
+            paired_ddl = ddl_rec & has_next & (recid[nx] == L.SQL)
+            consumed[nx[paired_ddl]] = True
+            live = take & ~consumed
+            kind[live & (recid == L.TRX_START)] = K_BEGIN
+            kind[live & (recid == L.COMMIT)] = K_COMMIT
+            change = live & (np.isin(recid, (L.INSERT, L.DELETE_FULL, L.UPDATE, L.DDL, L.SQL))
+                             | paired_bi)
+            kind[change] = K_CHANGE
+        # every row of the fast path, in archive order (positions in the parsed rows)
+        N = len(fast["rows"])
+        at_pos = np.full(N, -1, dtype=np.int64)         # position -> fast row (-1: a skip)
+        at_pos[fast["pos"]] = np.arange(n)
+        emitted = fast["skip"].copy()
+        emitted[fast["pos"][kind >= 0]] = True
+        where = np.flatnonzero(emitted)
+        if len(where):
+            k = at_pos[where]
+            is_skip = k < 0
+            kk = np.where(is_skip, 0, k)
+            r_all = fast["rows"][where]
+            kinds = np.where(is_skip, K_SKIP, kind[kk] if n else 0)
+            self._bulk(rows, fast, r_all, kk, is_skip, kinds,
+                       paired_bi[kk] if n else is_skip & False,
+                       paired_ddl[kk] if n else is_skip & False, nx)
         if not n or not take.any():
             return
-        sink = self.sink
-        sel = np.flatnonzero(take)
-        trx_codes = pc.dictionary_encode(fast["trx"]).indices.to_numpy(zero_copy_only=False)
-        recid, row = fast["recid"], fast["row"]
-        order = sel[np.lexsort((row[sel], trx_codes[sel]))]
-        nxt = np.full(n, -1, dtype=np.int64)
-        same = trx_codes[order[1:]] == trx_codes[order[:-1]]
-        nxt[order[:-1][same]] = order[1:][same]
-        relid = fast["relid"].fill_null(-1).to_numpy(zero_copy_only=False)
-        has_next = nxt >= 0
-        nx = np.where(has_next, nxt, 0)
-        bi = recid == L.UPDATE_BEFOREIMAGE
-        paired_bi = take & bi & has_next & (recid[nx] == L.UPDATE) & (relid[nx] == relid)
-        consumed = np.zeros(n, dtype=bool)
-        consumed[nx[paired_bi]] = True
-        ddl_rec = take & (recid == L.DDL)
-        paired_ddl = ddl_rec & has_next & (recid[nx] == L.SQL)
-        consumed[nx[paired_ddl]] = True
-        trx, logaddr = fast["trx"], fast["logaddr"]
-        offsets, index = fast["offset"], fast["index"]
-
-        def cols(mask):
-            m = pa.array(mask)
-            return m, np.flatnonzero(mask)
-
-        # begin / commit
-        for rec, kind in ((L.TRX_START, "begin"), (L.COMMIT, "commit")):
-            mask = take & (recid == rec)
-            if not mask.any():
-                continue
-            m, idx = cols(mask)
-            pos = logaddr.filter(m)
-            extra = {}
-            if kind == "begin":
-                off = (fast["flags"][idx] & L.FLAG_CAPTURE_OFF) != 0
-                extra["flag"] = pa.array(np.where(off, "capture_off", None).tolist(), pa.string())
-            else:
-                extra.update(trx_end="commit", commit_position=pos)
-            sink.add_columns(kind, offsets[idx], index[idx], 1, trx_id=trx.filter(m),
-                             position=pos, **extra)
-        # row changes, per table
-        for rid, (codec, members, image) in fast.get("img", {}).items():
-            table = codec.table
-            ranks = np.full(n, -1, dtype=np.int64)
-            ranks[members] = np.arange(len(members))
-            for rec, op in ((L.INSERT, "c"), (L.DELETE_FULL, "d"), (L.UPDATE, "u")):
-                mask = np.zeros(n, dtype=bool)
-                mask[members] = True
-                mask &= take & (recid == rec) & ~consumed
-                if not mask.any():
-                    continue
-                m, idx = cols(mask)
-                img = image.take(pa.array(ranks[idx]))
-                before = img if op == "d" else None
-                after = None if op == "d" else img
-                pos = logaddr.filter(m)
-                sink.add_columns("change", offsets[idx], index[idx], 1, trx_id=trx.filter(m),
-                                 position=pos, trx_order=pos, op=op, table_id=table.id,
-                                 schema_name=table.schema, table_name=table.name,
-                                 before=before, after=after)
-        # before image + update pairs (the update's table decides; same RELID by rule)
-        if paired_bi.any():
-            idx = np.flatnonzero(paired_bi)
-            upd = nx[idx]
-            before = self._images_at(fast, idx, n)
-            after = self._images_at(fast, upd, n)
-            for rid in np.unique(relid[idx]).tolist():
-                sub = relid[idx] == rid
-                table = fast["img"][rid][0].table
-                i, u = idx[sub], upd[sub]
-                pos = logaddr.take(pa.array(i))
-                sink.add_columns("change", offsets[i], index[i], 2, trx_id=trx.take(pa.array(i)),
-                                 position=pos, trx_order=pos, op="u", table_id=table.id,
-                                 schema_name=table.schema, table_name=table.name,
-                                 before=before.filter(pa.array(sub)), after=after.filter(pa.array(sub)))
+        offsets, index, logaddr = fast["offset"], fast["index"], fast["logaddr"]
         # a before image whose next record of the transaction is not its update
         for k in np.flatnonzero(take & bi & ~paired_bi).tolist():
             sink.quarantine(Corrupt("UPDATE_BEFOREIMAGE not followed by its UPDATE",
                                     offset=int(offsets[k]), path="RECID 5"),
                             int(offsets[k]), int(index[k]), self._raw_row(fast, k),
-                            trx_id=fast["trx_list"][k], position=logaddr[k].as_py())
-        # DDL / SQL (rare): one at a time
-        for k in np.flatnonzero(take & ((recid == L.DDL) | ((recid == L.SQL) & ~consumed))).tolist():
-            rec = _Rec(int(row[k]), int(offsets[k]), int(index[k]), int(recid[k]),
-                       fast["trx_list"][k], fast["relid"][k].as_py(), 0, logaddr[k].as_py(),
-                       None, b"")
-            if recid[k] == L.DDL:
-                if paired_ddl[k]:
-                    j = int(nx[k])
-                    _emit_ddl(sink, self.catalog, rec.trx, rec, (int(offsets[j]), int(index[j])),
-                              fast["ddl"][j])
-                else:
-                    logrecid, info = fast["ddl"][k]
-                    _emit_ddl(sink, self.catalog, rec.trx, rec, None,
-                              f"{L.DDL_OPS.get(logrecid, f'DDL {logrecid}')} {info}")
-            else:
-                _emit_ddl(sink, self.catalog, rec.trx, rec, None, fast["ddl"][k])
+                            trx_id=str(int(fast["trx_int"][k])), position=logaddr[k].as_py())
 
-    def _images_at(self, fast: dict, idx: np.ndarray, n: int) -> pa.Array:
-        """The decoded images of records ``idx`` (all of one or more tables)."""
-        out = [None] * len(idx)
-        where = {int(k): j for j, k in enumerate(idx.tolist())}
-        pieces = []
+    def _bulk(self, rows: Rows, fast: dict, r_all, k, is_skip, kinds, paired_bi, paired_ddl,
+              nx) -> None:
+        """The rows ``r_all`` (parsed-row numbers, rising) in one ``add_columns`` call: skips
+        (``is_skip``) and the fast rows ``k`` of kind ``kinds`` (begin, commit, change)."""
+        m = len(r_all)
+        kind_text = pa.array(["skip", "begin", "commit", "change"]).take(pa.array(kinds))
+        offsets = rows.starts[r_all]
+        index = self.index0 + r_all
+        if not (~is_skip).any():
+            self.sink.add_columns(kind_text, offsets, index, 1, rule="soliddb_empty_padding")
+            return
+        recid = fast["recid"][k]
+        kidx = pa.array(k, mask=is_skip)
+        trx = fast["trx"].take(kidx)
+        pos = fast["logaddr"].take(kidx)
+        change = kinds == 3
+        commit = kinds == 2
+        begin = kinds == 1
+        pairs = change & (paired_bi | paired_ddl)
+        n_records = np.where(pairs, 2, 1).astype(np.int32)
+
+        def only(mask, arr):               # arr where mask, else null
+            if mask.all():
+                return arr
+            if not mask.any():
+                return None
+            return pc.if_else(pa.array(mask), arr, pa.nulls(m, arr.type))
+
+        # ops: c d u ddl
+        op_code = np.select([recid == L.INSERT, recid == L.DELETE_FULL,
+                             (recid == L.UPDATE) | (recid == L.UPDATE_BEFOREIMAGE)], [0, 1, 2], 3)
+        op = pa.array(["c", "d", "u", "ddl"]).take(pa.array(op_code, mask=~change))
+        # tables: by RELID (DDL of a RELID the catalog does not know: names null)
+        rel = fast["relid"][k]
+        rel_null = fast["rel_null"][k] | ~change
+        ids, schemas, names = [], [], []
+        code = np.zeros(m, dtype=np.int64)
+        for j, rid in enumerate(np.unique(rel[~rel_null]).tolist()):
+            tid = str(rid)
+            table = self.catalog.table(tid)
+            ids.append(tid)
+            schemas.append(table.schema if table else None)
+            names.append(table.name if table else None)
+            code[rel == rid] = j
+        tcode = pa.array(code, mask=rel_null)
+        # images: all tables' images in one array, by rank
+        imgs, gidx, base = [], np.full(len(fast["row"]), -1, dtype=np.int64), 0
         for rid, (codec, members, image) in fast["img"].items():
-            hit = np.isin(members, idx)
-            if hit.any():
-                pieces.append((members[hit], image.filter(pa.array(hit))))
-        for members, image in pieces:
-            for m, v in zip(members.tolist(), image.to_pylist()):
-                out[where[m]] = v
-        return pa.array(out, pa.string())
+            gidx[members] = base + np.arange(len(members))
+            imgs.append(image)
+            base += len(members)
+        own = gidx[k]
+        after_src = np.where(paired_bi, gidx[nx[k]], own)
+        has_after = change & ((recid == L.INSERT) | (recid == L.UPDATE) | paired_bi)
+        has_before = change & ((recid == L.DELETE_FULL) | paired_bi)
+        before = after = None
+        if imgs:
+            all_img = pa.concat_arrays(imgs) if len(imgs) > 1 else imgs[0]
+            if has_after.any():
+                after = all_img.take(pa.array(after_src, mask=~has_after))
+            if has_before.any():
+                before = all_img.take(pa.array(own, mask=~has_before))
+        # DDL texts (rare)
+        ddl = None
+        dd = np.flatnonzero(change & ((recid == L.DDL) | (recid == L.SQL)))
+        if len(dd):
+            texts = []
+            for i in dd.tolist():
+                kk = int(k[i])
+                if recid[i] == L.SQL:
+                    texts.append(fast["ddl"][kk])
+                elif paired_ddl[i]:
+                    texts.append(fast["ddl"][int(nx[kk])])
+                else:
+                    logrecid, info = fast["ddl"][kk]
+                    texts.append(f"{L.DDL_OPS.get(logrecid, f'DDL {logrecid}')} {info}")
+            slot = np.full(m, -1, dtype=np.int64)
+            slot[dd] = np.arange(len(dd))
+            ddl = pa.array(texts, pa.string()).take(pa.array(slot, mask=slot < 0))
+        flag = None
+        off = begin & ((fast["flags"][k] & L.FLAG_CAPTURE_OFF) != 0)
+        if off.any():
+            flag = pa.array(["capture_off"]).take(pa.array(np.zeros(m, np.int64), mask=~off))
+        self.sink.add_columns(
+            kind_text, offsets, index, n_records,
+            rule=(pa.array(["soliddb_empty_padding"]).take(pa.array(np.zeros(m, np.int64),
+                                                                     mask=~is_skip))
+                  if is_skip.any() else None),
+            trx_id=trx, position=pos, trx_order=only(change, pos), flag=flag,
+            trx_end=only(commit, pa.repeat(pa.scalar("commit"), m)) if commit.any() else None,
+            commit_position=only(commit, pos), op=op,
+            table_id=pa.array(ids, pa.string()).take(tcode) if ids else None,
+            schema_name=pa.array(schemas, pa.string()).take(tcode) if ids else None,
+            table_name=pa.array(names, pa.string()).take(tcode) if ids else None,
+            before=before, after=after, ddl=ddl)
 
     def _raw_row(self, fast: dict, k: int) -> bytes:
         a = int(fast["offset"][k]) - self.base
@@ -991,13 +1040,69 @@ class _Archive:
         return bytes(self.data[a:len(self.data) if end < 0 else end + 1])
 
 
-def _table_images(codec: RowCodec, payload: np.ndarray, pay_off: np.ndarray,
-                  members: np.ndarray) -> tuple[np.ndarray, pa.Array]:
+def _nulls(arr: pa.Array) -> np.ndarray:
+    if not arr.null_count:
+        return np.zeros(len(arr), dtype=bool)
+    return arr.is_null().to_numpy(zero_copy_only=False)
+
+
+def _text_buffers(text: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """A string array's offsets (int64, from 0) and the bytes of its values."""
+    n = len(text)
+    width = np.int64 if pa.types.is_large_string(text.type) else np.int32
+    off = np.frombuffer(text.buffers()[1], dtype=width, count=n + 1,
+                        offset=text.offset * np.dtype(width).itemsize).astype(np.int64)
+    data = text.buffers()[2]
+    chars = np.frombuffer(data, dtype=np.uint8)[off[0]:off[-1]] if data is not None \
+        else np.zeros(0, np.uint8)
+    return off - off[0], chars
+
+
+def _logaddrs(text: pa.Array) -> tuple[np.ndarray, np.ndarray | None]:
+    """Per row: LOGADDR is 40 hex digits; and, when every row's is, all of them upper-cased
+    as an (n, 40) array (None: the caller upper-cases the rows it keeps)."""
+    n = len(text)
+    if n and not text.null_count:
+        off, chars = _text_buffers(text)
+        if len(chars) == 40 * n and (np.diff(off) == 40).all():
+            try:
+                binascii.unhexlify(chars)              # every byte a hex digit
+            except (binascii.Error, ValueError):
+                pass
+            else:
+                up = np.frombuffer(chars.tobytes().upper(), dtype=np.uint8).reshape(n, 40)
+                return np.ones(n, dtype=bool), up
+    ok = pc.equal(pc.utf8_length(text), L.LOGADDR_HEX).to_numpy(zero_copy_only=False) \
+        & _hex_only(text)
+    return ok, None
+
+
+def _hex_payloads(text: pa.Array):
+    """Per row: DATA is an even number of hex digits; and, when every row's is, all of them
+    as bytes at once: (payload, start, end) per row (None: the caller converts the rows it
+    keeps)."""
+    n = len(text)
+    if n and not text.null_count:
+        off, chars = _text_buffers(text)
+        if not (off & 1).any():
+            try:
+                payload = np.frombuffer(binascii.unhexlify(chars), dtype=np.uint8)
+            except (binascii.Error, ValueError):
+                pass
+            else:
+                half = off // 2
+                return np.ones(n, dtype=bool), (payload, half[:-1], half[1:])
+    dlen = pc.utf8_length(text).to_numpy(zero_copy_only=False)
+    return (dlen % 2 == 0) & _hex_only(text), None
+
+
+def _table_images(codec: RowCodec, payload: np.ndarray, pay_start: np.ndarray,
+                  pay_end: np.ndarray, members: np.ndarray) -> tuple[np.ndarray, pa.Array]:
     """(ok mask, JSON images of the ok members) of one table's DATA values, decoded column
     by column for all rows at once (the layout of ``RowCodec.decode``)."""
     n = len(members)
-    start = pay_off[members].astype(np.int64)
-    end = pay_off[members + 1].astype(np.int64)
+    start = pay_start[members].astype(np.int64)
+    end = pay_end[members].astype(np.int64)
     pos = start.copy()
     ok = np.ones(n, dtype=bool)
     size = len(payload)
