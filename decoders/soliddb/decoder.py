@@ -814,7 +814,10 @@ class _Archive:
                 pa.py_buffer(np.ascontiguousarray(upper[keep])))
         else:
             position = pc.utf8_upper(logaddr.take(pa.array(keep)))
+        padded = np.concatenate((payload, np.zeros(16, np.uint8)))
+        payload = padded[:len(payload)]
         out.update({
+            "padded": padded,
             "row": r[keep], "offset": rows.starts[r[keep]], "index": self.index0 + r[keep],
             "recid": recid[keep], "flags": flags[keep], "trx_int": trx_int,
             "trx": pc.cast(pa.array(trx_int), pa.string()), "relid": relid,
@@ -858,7 +861,7 @@ class _Archive:
                 ok[members] = False
                 continue
             good, image = _table_images(codec, fast["payload"], fast["pay_start"],
-                                        fast["pay_end"], members)
+                                        fast["pay_end"], members, fast["padded"])
             ok[members[~good]] = False
             fast["img"][rid] = (codec, members[good], image)
         # DDL and SQL records: rare, decoded one by one
@@ -1097,7 +1100,8 @@ def _hex_payloads(text: pa.Array):
 
 
 def _table_images(codec: RowCodec, payload: np.ndarray, pay_start: np.ndarray,
-                  pay_end: np.ndarray, members: np.ndarray) -> tuple[np.ndarray, pa.Array]:
+                  pay_end: np.ndarray, members: np.ndarray,
+                  padded: np.ndarray | None = None) -> tuple[np.ndarray, pa.Array]:
     """(ok mask, JSON images of the ok members) of one table's DATA values, decoded column
     by column for all rows at once (the layout of ``RowCodec.decode``)."""
     n = len(members)
@@ -1105,16 +1109,21 @@ def _table_images(codec: RowCodec, payload: np.ndarray, pay_start: np.ndarray,
     end = pay_end[members].astype(np.int64)
     pos = start.copy()
     ok = np.ones(n, dtype=bool)
+    if padded is None:
+        padded = np.concatenate((payload, np.zeros(16, np.uint8)))
     size = len(payload)
-    padded = np.concatenate((payload, np.zeros(16, np.uint8)))
     arrays = []
     enc = codec.table.encoding or DEFAULT_ENCODING
+    # the values at every byte offset (unaligned views; the padding covers the last ones)
+    views = {}
 
     def be(at, width, signed=True):
-        at = np.where(ok, at, 0)
-        raw = padded[np.minimum(at, size)[:, None] + np.arange(width)]
+        at = np.minimum(np.where(ok, at, 0), size)
         dt = {4: ">i4", 8: ">i8", 2: ">u2"}[width] if signed else {4: ">u4", 2: ">u2"}[width]
-        return np.ascontiguousarray(raw).view(dt).reshape(len(at)).astype(dt.replace(">", "="))
+        view = views.get(dt)
+        if view is None:
+            view = views[dt] = np.ndarray((size + 1,), dtype=dt, buffer=padded, strides=(1,))
+        return view[at].astype(dt.replace(">", "="))
 
     for col in codec.table.columns:
         t = col.type
@@ -1149,8 +1158,9 @@ def _table_images(codec: RowCodec, payload: np.ndarray, pay_start: np.ndarray,
             arr = pa.array(v, mask=~(ok & ~null))
         elif t in ("DATE", "TIME", "TIMESTAMP"):
             ok &= null | (length == L.DATETIME_LEN)
-            at = np.where(ok & ~null, vpos, 0)
-            raw = padded[np.minimum(at, size)[:, None] + np.arange(L.DATETIME_LEN)]
+            at = np.minimum(np.where(ok & ~null, vpos, 0), size)
+            raw = np.lib.stride_tricks.as_strided(padded, shape=(size + 1, L.DATETIME_LEN),
+                                                  strides=(1, 1), writeable=False)[at]
             when, good = _datetimes(raw, t)
             ok &= null | good
             mask = ~(ok & ~null)
