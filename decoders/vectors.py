@@ -211,23 +211,6 @@ def pc_if_else(null_mask: np.ndarray, arr: pa.Array) -> pa.Array:
     return pc.if_else(pa.array(null_mask), pa.nulls(len(arr), arr.type), arr)
 
 
-def _bcd(rows: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
-    """Unsigned BCD rows of ``width`` bytes as their ``(n, 2*width)`` digits and the mask of
-    rows holding a nibble above 9 (``codecs.decode_bcd_digits``)."""
-    rows = np.asarray(rows, dtype=np.uint8)
-    if rows.ndim != 2 or rows.shape[1] != width:
-        raise ValueError(f"expected ({width})-byte rows, got shape {rows.shape}")
-    d = nibbles(rows).astype(np.int64)
-    return d, (d > 9).any(axis=1)
-
-
-def _number(d: np.ndarray, lo: int, hi: int) -> np.ndarray:
-    out = np.zeros(d.shape[0], dtype=np.int64)
-    for i in range(lo, hi):
-        out = out * 10 + d[:, i]
-    return out
-
-
 def _days_from_civil(y: np.ndarray, m: np.ndarray, d: np.ndarray) -> np.ndarray:
     """Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's days_from_civil)."""
     y = y - (m <= 2)
@@ -248,11 +231,27 @@ def _valid_date(y, m, d) -> np.ndarray:
     return (y >= 1) & (y <= 9999) & (m >= 1) & (m <= 12) & (d >= 1) & (d <= mdays)
 
 
+# each byte as its two decimal digits' value, 255 when a nibble is above 9
+_BCD_BYTE = np.array([(b >> 4) * 10 + (b & 15) if (b >> 4) < 10 and (b & 15) < 10 else 255
+                      for b in range(256)], dtype=np.uint8)
+
+
+def _bcd_bytes(rows: np.ndarray, width: int) -> tuple[list[np.ndarray], np.ndarray]:
+    """Unsigned BCD rows of ``width`` bytes: each byte's two-digit value (int64 columns) and
+    the mask of rows holding a nibble above 9 (one table lookup a byte)."""
+    rows = np.asarray(rows, dtype=np.uint8)
+    if rows.ndim != 2 or rows.shape[1] != width:
+        raise ValueError(f"expected ({width})-byte rows, got shape {rows.shape}")
+    b = _BCD_BYTE[rows]
+    bad = (b == 255).any(axis=1)
+    return [b[:, k].astype(np.int64) for k in range(width)], bad
+
+
 def db2_dates(rows: np.ndarray) -> tuple[pa.Array, np.ndarray]:
     """Db2 packed DATE (4 bytes ``yyyymmdd``) -> date32, bad mask (non-decimal nibble or no
     calendar date; bad rows null)."""
-    d, bad = _bcd(rows, 4)
-    y, m, dd = _number(d, 0, 4), _number(d, 4, 6), _number(d, 6, 8)
+    b, bad = _bcd_bytes(rows, 4)
+    y, m, dd = b[0] * 100 + b[1], b[2], b[3]
     bad |= ~_valid_date(y, m, dd)
     days = np.where(bad, 0, _days_from_civil(y, np.where(bad, 1, m), dd)).astype(np.int32)
     return pa.array(days, pa.date32(), mask=bad), bad
@@ -260,8 +259,7 @@ def db2_dates(rows: np.ndarray) -> tuple[pa.Array, np.ndarray]:
 
 def db2_times(rows: np.ndarray) -> tuple[pa.Array, np.ndarray]:
     """Db2 packed TIME (3 bytes ``hhmmss``) -> time64('us'), bad mask."""
-    d, bad = _bcd(rows, 3)
-    h, mi, s = _number(d, 0, 2), _number(d, 2, 4), _number(d, 4, 6)
+    (h, mi, s), bad = _bcd_bytes(rows, 3)
     bad |= (h > 23) | (mi > 59) | (s > 59)
     us = np.where(bad, 0, ((h * 60 + mi) * 60 + s) * 1_000_000)
     return pa.array(us, pa.time64("us"), mask=bad), bad
@@ -269,9 +267,9 @@ def db2_times(rows: np.ndarray) -> tuple[pa.Array, np.ndarray]:
 
 def db2_timestamps(rows: np.ndarray) -> tuple[pa.Array, np.ndarray]:
     """Db2 packed TIMESTAMP (10 bytes ``yyyymmddhhmmssuuuuuu``) -> timestamp('us'), bad mask."""
-    d, bad = _bcd(rows, 10)
-    y, m, dd = _number(d, 0, 4), _number(d, 4, 6), _number(d, 6, 8)
-    h, mi, s, us = _number(d, 8, 10), _number(d, 10, 12), _number(d, 12, 14), _number(d, 14, 20)
+    b, bad = _bcd_bytes(rows, 10)
+    y, m, dd = b[0] * 100 + b[1], b[2], b[3]
+    h, mi, s, us = b[4], b[5], b[6], (b[7] * 100 + b[8]) * 100 + b[9]
     bad |= ~_valid_date(y, m, dd) | (h > 23) | (mi > 59) | (s > 59)
     days = _days_from_civil(y, np.where(bad, 1, m), dd)
     total = ((days * 24 + h) * 60 + mi) * 60 + s

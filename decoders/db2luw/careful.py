@@ -536,7 +536,8 @@ class Careful:
     # ------------------------------------------------------------- undo state
     def register(self, trx: str, position: str, prev, comp: int, func: int, table_id: str, rid) -> None:
         """Remember a change of ``trx`` so that a later undo of the same transaction can
-        name it (also called by the columnar path for the changes it decoded)."""
+        name it (the columnar path's ordered pass does the same inline for the changes it
+        decoded: keep the two alike)."""
         t = self.trxs.get(trx)
         if t is None:
             t = self.trxs[trx] = _Trx()

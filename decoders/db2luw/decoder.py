@@ -138,7 +138,7 @@ from ..framing import Frames, concat_text, hex_bytes, hex_ints, split_ranges
 from ..layout import as_uint8, gather
 from . import layout as L
 from .frames import Framer
-from .careful import DEFAULT_CODEPAGE, MAX_EPOCH_SECONDS, Careful, rid_text
+from .careful import DEFAULT_CODEPAGE, MAX_EPOCH_SECONDS, Careful, _Change, _Trx, rid_text
 from .rows import RowBatch
 
 _US = 1_000_000
@@ -308,16 +308,28 @@ class Decoder:
         positions = self.pos_hex.take(take).to_pylist()
         trxs = self.trx_hex.take(take).to_pylist()
         prevs = hdr["lsn_prev" if v is L.V7 else "lso_prev"][todo]
-        prevs = [bytes(p) for p in prevs] if v is L.V7 else prevs.tolist()
+        if v is L.V7:                      # 6-byte LSNs as bytes, cut from one copy
+            raw = np.ascontiguousarray(prevs, dtype=np.uint8).tobytes()
+            prevs = [raw[j:j + 6] for j in range(0, len(raw), 6)]
+        else:
+            prevs = prevs.tolist()
         rids = f.rid_values(todo)
         tables = f.dms_tables(todo)
         funcs = func[todo].tolist()
         plan = self.plan
-        register, resolve = cf.register, cf.resolve
+        resolve = cf.resolve
+        trx_state, dms = cf.trxs, L.COMPONENT_DMS
         out_idx, out_target = [], []
         for k, (i, kd, p, t) in enumerate(zip(todo.tolist(), kind.tolist(), positions, trxs)):
             if kd == 1:
-                register(t, p, prevs[k], L.COMPONENT_DMS, funcs[k], tables[k], rids[k])
+                # Careful.register inlined (a call for each of ~200k changes at 1M)
+                tr = trx_state.get(t)
+                if tr is None:
+                    tr = trx_state[t] = _Trx()
+                ch = _Change(p, dms, funcs[k], tables[k], rids[k])
+                tr.by_prev[prevs[k]] = ch
+                tr.by_pos[p] = ch
+                tr.changes.append(ch)
             elif kd == 2:
                 want, table_id, rid, undo_next, compensated = plan[i]
                 try:
@@ -619,7 +631,11 @@ class _Fields:
                            pa.array(self.tb[idx]).cast(pa.string()))
 
     def dms_tables(self, idx) -> list:
-        return [f"{a}.{b}" for a, b in zip(self.ts[idx].tolist(), self.tb[idx].tolist())]
+        """``<tablespace>.<table>`` of the records ``idx`` (one text per distinct table)."""
+        _, first, inv = np.unique(self.dms_key[idx], return_index=True, return_inverse=True)
+        names = [f"{a}.{b}" for a, b in zip(self.ts[idx][first].tolist(),
+                                             self.tb[idx][first].tolist())]
+        return [names[j] for j in inv.reshape(-1).tolist()]
 
     def rid_values(self, idx) -> list:
         """RIDs as the careful path reads them: V7 int, v10 bytes."""
