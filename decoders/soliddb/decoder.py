@@ -564,6 +564,22 @@ for _i, _c in enumerate(b"ABCDEF"):
 _NOT_HEX = _HEX_VALUE < 0
 
 
+_DIGIT = np.zeros(256, dtype=bool)
+_DIGIT[0x30:0x3A] = True
+
+
+def _plain_ints(text: pa.Array) -> np.ndarray | None:
+    """When every value of ``text`` is empty or 1 to 18 ASCII digits (no sign, no blank),
+    the mask of the empty ones; else None (the general checks decide)."""
+    if text.null_count:
+        return None
+    off, chars = _text_buffers(text)
+    lengths = np.diff(off)
+    if not _DIGIT[chars].all() or (lengths > 18).any():
+        return None
+    return lengths == 0
+
+
 def _hex_only(text: pa.Array) -> np.ndarray:
     """Per string of ``text``: every byte a hex digit (``^[0-9A-Fa-f]*$``; empty: true,
     null: false), by one table lookup over the column's bytes."""
@@ -604,6 +620,16 @@ def _columns_of(table: pa.Table, which: np.ndarray) -> dict:
     out = {"rows": which}
     for name in ("RECID", "TRXID", "RELID", "FLAGS"):
         text = table.column(name).combine_chunks()
+        plain = _plain_ints(text)
+        if plain is not None:           # every value empty or 1-18 digits: nothing to trim
+            empty = plain
+            out[name + "_ok"] = np.ones(len(text), dtype=bool)
+            if empty.any():
+                vals = pc.cast(pc.if_else(pa.array(empty), pa.scalar("0"), text), pa.int64())
+                out[name] = pc.if_else(pa.array(empty), pa.nulls(len(text), pa.int64()), vals)
+            else:
+                out[name] = pc.cast(text, pa.int64())
+            continue
         text = pc.utf8_trim(text, " \\r")
         empty = pc.equal(pc.utf8_length(text), 0)
         ok = pc.or_(pc.match_substring_regex(text, _INT_RE), empty)
@@ -814,10 +840,7 @@ class _Archive:
                 pa.py_buffer(np.ascontiguousarray(upper[keep])))
         else:
             position = pc.utf8_upper(logaddr.take(pa.array(keep)))
-        padded = np.concatenate((payload, np.zeros(16, np.uint8)))
-        payload = padded[:len(payload)]
         out.update({
-            "padded": padded,
             "row": r[keep], "offset": rows.starts[r[keep]], "index": self.index0 + r[keep],
             "recid": recid[keep], "flags": flags[keep], "trx_int": trx_int,
             "trx": pc.cast(pa.array(trx_int), pa.string()), "relid": relid,
@@ -861,7 +884,7 @@ class _Archive:
                 ok[members] = False
                 continue
             good, image = _table_images(codec, fast["payload"], fast["pay_start"],
-                                        fast["pay_end"], members, fast["padded"])
+                                        fast["pay_end"], members)
             ok[members[~good]] = False
             fast["img"][rid] = (codec, members[good], image)
         # DDL and SQL records: rare, decoded one by one
@@ -1100,8 +1123,7 @@ def _hex_payloads(text: pa.Array):
 
 
 def _table_images(codec: RowCodec, payload: np.ndarray, pay_start: np.ndarray,
-                  pay_end: np.ndarray, members: np.ndarray,
-                  padded: np.ndarray | None = None) -> tuple[np.ndarray, pa.Array]:
+                  pay_end: np.ndarray, members: np.ndarray) -> tuple[np.ndarray, pa.Array]:
     """(ok mask, JSON images of the ok members) of one table's DATA values, decoded column
     by column for all rows at once (the layout of ``RowCodec.decode``)."""
     n = len(members)
@@ -1109,20 +1131,20 @@ def _table_images(codec: RowCodec, payload: np.ndarray, pay_start: np.ndarray,
     end = pay_end[members].astype(np.int64)
     pos = start.copy()
     ok = np.ones(n, dtype=bool)
-    if padded is None:
-        padded = np.concatenate((payload, np.zeros(16, np.uint8)))
-    size = len(payload)
+    padded = payload if len(payload) >= 16 else np.concatenate((payload, np.zeros(16, np.uint8)))
     arrays = []
     enc = codec.table.encoding or DEFAULT_ENCODING
-    # the values at every byte offset (unaligned views; the padding covers the last ones)
+    # the values at every byte offset (unaligned views). A value read for a row that is not
+    # ok, or for a null, may be cut at the end (read at an earlier offset): it is masked.
     views = {}
 
     def be(at, width, signed=True):
-        at = np.minimum(np.where(ok, at, 0), size)
         dt = {4: ">i4", 8: ">i8", 2: ">u2"}[width] if signed else {4: ">u4", 2: ">u2"}[width]
         view = views.get(dt)
         if view is None:
-            view = views[dt] = np.ndarray((size + 1,), dtype=dt, buffer=padded, strides=(1,))
+            view = views[dt] = np.ndarray((len(padded) - width + 1,), dtype=dt, buffer=padded,
+                                          strides=(1,))
+        at = np.minimum(np.where(ok, at, 0), len(view) - 1)
         return view[at].astype(dt.replace(">", "="))
 
     for col in codec.table.columns:
@@ -1158,9 +1180,10 @@ def _table_images(codec: RowCodec, payload: np.ndarray, pay_start: np.ndarray,
             arr = pa.array(v, mask=~(ok & ~null))
         elif t in ("DATE", "TIME", "TIMESTAMP"):
             ok &= null | (length == L.DATETIME_LEN)
-            at = np.minimum(np.where(ok & ~null, vpos, 0), size)
-            raw = np.lib.stride_tricks.as_strided(padded, shape=(size + 1, L.DATETIME_LEN),
-                                                  strides=(1, 1), writeable=False)[at]
+            rows11 = np.lib.stride_tricks.as_strided(
+                padded, shape=(len(padded) - L.DATETIME_LEN + 1, L.DATETIME_LEN),
+                strides=(1, 1), writeable=False)
+            raw = rows11[np.minimum(np.where(ok & ~null, vpos, 0), len(rows11) - 1)]
             when, good = _datetimes(raw, t)
             ok &= null | good
             mask = ~(ok & ~null)
