@@ -161,6 +161,15 @@ class Decoder:
         self.framer = Framer(self.v, self.byte_order)
         self.batches: dict[str, RowBatch | None] = {}
         self.insert_functions = [fn for fn, (op, _) in self.v.row_functions.items() if op == "c"]
+        lay, D, O = self.lay, L.COMPONENT_DMS * 256, L.COMPONENT_DOM * 256
+        # the DDL and truncate records the columnar path takes, and the size of their bodies
+        self.ddl_sizes = {D + L.DMS_ADD_COLUMNS: lay.add_columns.size,
+                          D + L.DMS_ALTER_COLUMN: lay.alter_column.size,
+                          O + L.DOM_CREATE_TABLE: lay.table_object.size,
+                          O + L.DOM_DROP_TABLE: lay.table_object.size,
+                          O + L.DOM_CREATE_INDEX: lay.index.size,
+                          O + L.DOM_DROP_INDEX: lay.index.size,
+                          O + L.DOM_TRUNCATE: lay.truncate.size}
 
     # ------------------------------------------------------------- framing
     def frame(self, data) -> Frames:
@@ -264,10 +273,11 @@ class Decoder:
         control = normal & np.isin(key, control_keys)
         undo = ((normal | compensation) & np.isin(key, [c * 256 + fn for c, fn in v.undoes])) | \
             (compensation & np.isin(key, [c * 256 + fn for c, fn in v.compensates]))
+        ddl = normal & np.isin(key, list(self.ddl_sizes))
         # fast paths; what they cannot take goes the careful path
         if not self.fast:
-            row = commit = abort = pending = skip = control = undo = np.zeros(n, dtype=bool)
-        careful = ~(row | commit | abort | pending | skip | control | undo)
+            row = commit = abort = pending = skip = control = undo = ddl = np.zeros(n, dtype=bool)
+        careful = ~(row | commit | abort | pending | skip | control | undo | ddl)
         took_rows, row_fail = self._rows(buf, np.flatnonzero(row), body, ends, func, f)
         careful[row_fail] = True
         took_commits = self._commits(buf, np.flatnonzero(commit), body, ends, flags, rtype, careful)
@@ -277,6 +287,7 @@ class Decoder:
             self._simple("skip", np.flatnonzero(skip), rule=self._skip_rules(rtype[skip]))
         self._controls(np.flatnonzero(control), key, body, ends, f, careful)
         took_undo = self._undo_plan(data, np.flatnonzero(undo), compensation, key, body, ends, f, careful)
+        took_ddl = self._ddl(data, np.flatnonzero(ddl), key, body, ends, f, careful)
         # in archive order: the careful path, and the undo state of the transactions that
         # have undo records here (their changes are registered, their ends forget them)
         tid64 = (tid.astype(np.uint64) << np.array([40, 32, 24, 16, 8, 0], np.uint64)).sum(axis=1)
@@ -294,15 +305,17 @@ class Decoder:
             before_last = (u_tid[at_] == tid64) & (np.arange(n) < u_last[at_])
         else:
             before_last = np.zeros(n, dtype=bool)
-        stateful = (before_last & (took_rows | took_commits | abort)) | took_undo
+        changes = took_rows | took_ddl
+        stateful = (before_last & (changes | took_commits | abort)) | took_undo
         todo = np.flatnonzero(careful | stateful)
         if len(todo):
-            kind = np.select([careful[todo], took_rows[todo], took_undo[todo]], [0, 1, 2], 3)
-            self._ordered_pass(data, todo, kind, hdr, starts, ends, func, f)
+            kind = np.select([careful[todo], changes[todo], took_undo[todo]], [0, 1, 2], 3)
+            self._ordered_pass(data, todo, kind, hdr, starts, ends, func, f, comp, took_ddl)
 
     # ------------------------------------------------------------- the ordered pass
-    def _ordered_pass(self, data, todo, kind, hdr, starts, ends, func, f) -> None:
-        """Kinds: 0 careful record, 1 change to register, 2 undo to resolve, 3 end."""
+    def _ordered_pass(self, data, todo, kind, hdr, starts, ends, func, f, comp, no_rid) -> None:
+        """Kinds: 0 careful record, 1 change to register (a row change, or a DDL or
+        truncate record, ``no_rid``), 2 undo to resolve, 3 end."""
         cf, v = self.careful, self.v
         take = pa.array(todo)
         positions = self.pos_hex.take(take).to_pylist()
@@ -314,11 +327,15 @@ class Decoder:
         else:
             prevs = prevs.tolist()
         rids = f.rid_values(todo)
+        if no_rid[todo].any():
+            for k in np.flatnonzero(no_rid[todo]).tolist():
+                rids[k] = None
         tables = f.dms_tables(todo)
         funcs = func[todo].tolist()
+        comps = comp[todo].tolist()
         plan = self.plan
         resolve = cf.resolve
-        trx_state, dms = cf.trxs, L.COMPONENT_DMS
+        trx_state = cf.trxs
         out_idx, out_target = [], []
         for k, (i, kd, p, t) in enumerate(zip(todo.tolist(), kind.tolist(), positions, trxs)):
             if kd == 1:
@@ -326,7 +343,7 @@ class Decoder:
                 tr = trx_state.get(t)
                 if tr is None:
                     tr = trx_state[t] = _Trx()
-                ch = _Change(p, dms, funcs[k], tables[k], rids[k])
+                ch = _Change(p, comps[k], funcs[k], tables[k], rids[k])
                 tr.by_prev[prevs[k]] = ch
                 tr.by_pos[p] = ch
                 tr.changes.append(ch)
@@ -352,6 +369,61 @@ class Decoder:
                        table_id=pa.array([g[1] for g in got], pa.string()),
                        row_id=pa.array([None if g[2] is None else rid_text(v, g[2]) for g in got],
                                        pa.string()))
+
+    def _ddl(self, data, idx, key, body, ends, f, careful) -> np.ndarray:
+        """DDL and truncate records (normal records: add columns, alter column length,
+        create/drop table, create/drop index, truncate) whose body holds their layout: change
+        rows with the careful path's texts (``Careful._ddl`` and its callers); returns the
+        mask of records taken. The others go the careful path."""
+        took = np.zeros(len(body), dtype=bool)
+        if not len(idx):
+            return took
+        lay, sizes = self.lay, self.ddl_sizes
+        k = key[idx]
+        size = np.zeros(len(idx), dtype=np.int64)
+        for kk, sz in sizes.items():
+            size[k == kk] = sz
+        ok = body[idx] + size <= ends[idx]
+        careful[idx[~ok]] = True
+        good = idx[ok]
+        if not len(good):
+            return took
+        took[good] = True
+        D, O = L.COMPONENT_DMS * 256, L.COMPONENT_DOM * 256
+        catalog = self.catalog
+        texts, ops, schemas, names = [], [], [], []
+        tables = f.dms_tables(good)
+        for tid, kk, b in zip(tables, key[good].tolist(), body[good].tolist()):
+            table = catalog.table(tid)
+            name = table.qualified_name if table else tid
+            op = "ddl"
+            if kk == D + L.DMS_ADD_COLUMNS:
+                old, new = lay.add_columns.unpack_from(data, b)[4:]
+                text = f"ALTER TABLE {name} ADD COLUMNS (old {old}, new {new})"
+            elif kk == D + L.DMS_ALTER_COLUMN:
+                colno, old, new = lay.alter_column.unpack_from(data, b)[4:]
+                col = table.columns[colno].name if table is not None and colno < len(table.columns) \
+                    else f"COLNO {colno}"
+                text = f"ALTER TABLE {name} ALTER COLUMN {col} SET LENGTH {new} (old {old})"
+            elif kk == O + L.DOM_CREATE_TABLE:
+                text = f"CREATE TABLE {name}"
+            elif kk == O + L.DOM_DROP_TABLE:
+                text = f"DROP TABLE {name}"
+            elif kk == O + L.DOM_TRUNCATE:
+                op, text = "t", f"TRUNCATE TABLE {name} (IMPORT REPLACE)"
+            else:                                     # create / drop index
+                token = lay.index.unpack_dict(data, b)["index_token"]
+                verb = "CREATE" if kk == O + L.DOM_CREATE_INDEX else "DROP"
+                text = f"{verb} INDEX (index token {token}) ON {name}"
+            texts.append(text)
+            ops.append(op)
+            schemas.append(table.schema if table else None)
+            names.append(table.name if table else None)
+        self._emit("change", good, trx_order=_POSITION, op=pa.array(ops, pa.string()),
+                   table_id=pa.array(tables, pa.string()),
+                   schema_name=pa.array(schemas, pa.string()),
+                   table_name=pa.array(names, pa.string()), ddl=pa.array(texts, pa.string()))
+        return took
 
     def _controls(self, idx, key, body, ends, f, careful) -> None:
         """DMS 124/128 and DOM 35 in normal records: control rows naming the table."""
