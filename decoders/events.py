@@ -225,8 +225,16 @@ class EventSink:
         if not self._ordered and table.num_rows:
             # a stable sort: ties keep the order of adding (numpy's timsort merges the sorted
             # runs the batches are; Arrow's sort_indices cost 4x as much)
-            index = table.column("record_index").to_numpy()
-            table = table.take(pa.array(np.argsort(index, kind="stable")))
+            chunks = table.column("record_index").chunks    # (ChunkedArray.to_numpy: 0.13 s)
+            index = np.concatenate([c.to_numpy(zero_copy_only=False) for c in chunks])
+            order = pa.array(np.argsort(index, kind="stable"))
+            n = table.num_rows
+            # a column null on every row (most are, for most formats), and the constants
+            # (filled below), need no take
+            table = pa.Table.from_arrays(
+                [pa.nulls(n, col.type) if name in _CONST or col.null_count == n
+                 else col.take(order) for name, col in zip(table.column_names, table.columns)],
+                schema=EVENT_SCHEMA)
         self._ordered = True
         n = table.num_rows
         for name in ("source", "format", "archive_file"):
