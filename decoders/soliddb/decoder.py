@@ -837,7 +837,7 @@ class _Archive:
             n = len(keep)
             position = pa.StringArray.from_buffers(
                 n, pa.py_buffer(np.arange(0, 40 * (n + 1), 40, dtype=np.int32)),
-                pa.py_buffer(np.ascontiguousarray(upper[keep])))
+                pa.py_buffer(np.ascontiguousarray(upper(keep))))
         else:
             position = pc.utf8_upper(logaddr.take(pa.array(keep)))
         out.update({
@@ -1084,20 +1084,27 @@ def _text_buffers(text: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     return off - off[0], chars
 
 
-def _logaddrs(text: pa.Array) -> tuple[np.ndarray, np.ndarray | None]:
-    """Per row: LOGADDR is 40 hex digits; and, when every row's is, all of them upper-cased
-    as an (n, 40) array (None: the caller upper-cases the rows it keeps)."""
+def _logaddrs(text: pa.Array) -> tuple[np.ndarray, Callable | None]:
+    """Per row: LOGADDR is 40 hex digits; and, when every row's is either that or empty
+    (padding records), a function giving the upper-cased LOGADDRs of some of the good rows
+    as an (m, 40) array (None: the caller upper-cases the rows it keeps)."""
     n = len(text)
     if n and not text.null_count:
         off, chars = _text_buffers(text)
-        if len(chars) == 40 * n and (np.diff(off) == 40).all():
+        lengths = np.diff(off)
+        full = lengths == L.LOGADDR_HEX
+        m = int(full.sum())
+        if len(chars) == L.LOGADDR_HEX * m and (full | (lengths == 0)).all():
             try:
                 binascii.unhexlify(chars)              # every byte a hex digit
             except (binascii.Error, ValueError):
                 pass
             else:
-                up = np.frombuffer(chars.tobytes().upper(), dtype=np.uint8).reshape(n, 40)
-                return np.ones(n, dtype=bool), up
+                up = np.frombuffer(chars.tobytes().upper(), dtype=np.uint8).reshape(m, 40)
+                if m == n:
+                    return full, up.__getitem__
+                rank = np.cumsum(full) - 1
+                return full, lambda rows: up[rank[rows]]
     ok = pc.equal(pc.utf8_length(text), L.LOGADDR_HEX).to_numpy(zero_copy_only=False) \
         & _hex_only(text)
     return ok, None
