@@ -1021,11 +1021,12 @@ class _Archive:
         has_before = change & ((recid == L.DELETE_FULL) | paired_bi)
         before = after = None
         if imgs:
-            all_img = pa.concat_arrays(imgs) if len(imgs) > 1 else imgs[0]
+            # taken from the tables' images as chunks (no concatenated copy of them all)
+            all_img = pa.chunked_array(imgs) if len(imgs) > 1 else imgs[0]
             if has_after.any():
-                after = all_img.take(pa.array(after_src, mask=~has_after))
+                after = _one_array(all_img.take(pa.array(after_src, mask=~has_after)))
             if has_before.any():
-                before = all_img.take(pa.array(own, mask=~has_before))
+                before = _one_array(all_img.take(pa.array(own, mask=~has_before)))
         # DDL texts (rare)
         ddl = None
         dd = np.flatnonzero(change & ((recid == L.DDL) | (recid == L.SQL)))
@@ -1066,6 +1067,13 @@ class _Archive:
         return bytes(self.data[a:len(self.data) if end < 0 else end + 1])
 
 
+def _one_array(arr) -> pa.Array:
+    """An array, or a chunked array's single chunk as it is (``combine_chunks`` copies)."""
+    if isinstance(arr, pa.ChunkedArray):
+        return arr.chunk(0) if arr.num_chunks == 1 else arr.combine_chunks()
+    return arr
+
+
 def _nulls(arr: pa.Array) -> np.ndarray:
     if not arr.null_count:
         return np.zeros(len(arr), dtype=bool)
@@ -1084,27 +1092,46 @@ def _text_buffers(text: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     return off - off[0], chars
 
 
+_HEX_CHUNK = 1 << 23             # hex digits converted at a time (the bytes objects stay small)
+
+
+def _unhex(chars: np.ndarray) -> np.ndarray | None:
+    """The bytes written by ``chars`` (hex digits, even count) as a new array, or None when
+    a byte is no hex digit. In chunks: a bytes object of a whole archive's DATA is fresh
+    memory (a page fault per 4 KB) on every call."""
+    out = np.empty(len(chars) // 2, dtype=np.uint8)
+    try:
+        for i in range(0, len(chars), _HEX_CHUNK):
+            out[i // 2:(i + _HEX_CHUNK) // 2] = np.frombuffer(
+                binascii.unhexlify(chars[i:i + _HEX_CHUNK]), dtype=np.uint8)
+    except (binascii.Error, ValueError):
+        return None
+    return out
+
+
 def _logaddrs(text: pa.Array) -> tuple[np.ndarray, Callable | None]:
     """Per row: LOGADDR is 40 hex digits; and, when every row's is either that or empty
-    (padding records), a function giving the upper-cased LOGADDRs of some of the good rows
-    as an (m, 40) array (None: the caller upper-cases the rows it keeps)."""
+    (padding records), a function giving the upper-cased LOGADDRs of rows (all good) as an
+    (m, 40) array (None: the caller upper-cases the rows it keeps)."""
     n = len(text)
     if n and not text.null_count:
         off, chars = _text_buffers(text)
         lengths = np.diff(off)
         full = lengths == L.LOGADDR_HEX
         m = int(full.sum())
-        if len(chars) == L.LOGADDR_HEX * m and (full | (lengths == 0)).all():
-            try:
-                binascii.unhexlify(chars)              # every byte a hex digit
-            except (binascii.Error, ValueError):
-                pass
-            else:
-                up = np.frombuffer(chars.tobytes().upper(), dtype=np.uint8).reshape(m, 40)
-                if m == n:
-                    return full, up.__getitem__
-                rank = np.cumsum(full) - 1
-                return full, lambda rows: up[rank[rows]]
+        if len(chars) == L.LOGADDR_HEX * m and (full | (lengths == 0)).all() \
+                and _unhex(chars) is not None:
+            mat = chars.reshape(m, L.LOGADDR_HEX)
+            rank = None if m == n else np.cumsum(full) - 1
+
+            def upper(rows: np.ndarray) -> np.ndarray:
+                out = mat[rows if rank is None else rank[rows]]
+                # hex digits: the lower-case letters are the bytes with 0x40 and 0x20 set
+                for i in range(0, len(out), 1 << 16):
+                    part = out[i:i + (1 << 16)]
+                    part &= ~((part & 0x40) >> 1)
+                return out
+            return full, upper
     ok = pc.equal(pc.utf8_length(text), L.LOGADDR_HEX).to_numpy(zero_copy_only=False) \
         & _hex_only(text)
     return ok, None
@@ -1118,11 +1145,8 @@ def _hex_payloads(text: pa.Array):
     if n and not text.null_count:
         off, chars = _text_buffers(text)
         if not (off & 1).any():
-            try:
-                payload = np.frombuffer(binascii.unhexlify(chars), dtype=np.uint8)
-            except (binascii.Error, ValueError):
-                pass
-            else:
+            payload = _unhex(chars)
+            if payload is not None:
                 half = off // 2
                 return np.ones(n, dtype=bool), (payload, half[:-1], half[1:])
     dlen = pc.utf8_length(text).to_numpy(zero_copy_only=False)
