@@ -1281,32 +1281,9 @@ class _RecordsMode:
             nb = np.append(ss[1:], self.text.size) - ss
             nb[0] += ss[0]
             nbytes = nb[np.concatenate((fi, ci))]
-        m = len(fi)
         kinds = S(_KINDS, kind, None)
-        offsets = recs.lines[fi] + 1 + ctx.line
-        index = fi + ctx.index
-        # rows in record order: the columnar rows in slices between the careful ones (many
-        # careful rows: added after them, the sink puts them in order)
-        cuts = np.searchsorted(fi, [c["index"] - ctx.index for c in careful]).tolist() \
-            if len(careful) <= _INTERLEAVE else [m] * len(careful)
-        done = 0
-        chunked = any(isinstance(v, _Chunked) for v in [kinds, *fields.values()])
-        for c, nb, cut in zip(careful + [None], nbytes[m:].tolist() + [None], cuts + [m]):
-            while cut > done:
-                end = min(cut, (done // _CHUNK + 1) * _CHUNK) if chunked else cut
-                sl = slice(done, end)
-                sink.add_columns(kinds[sl], offsets[sl], index[sl], 1, n_bytes=nbytes[sl],
-                                 **{k: v[sl] for k, v in fields.items()})
-                done = end
-            if c is None:
-                break
-            kind_, off, idx = c.pop("kind"), c.pop("offset"), c.pop("index")
-            if kind_ == "quarantine":
-                sink.quarantine(c.pop("error"), off, idx, c.pop("raw"), n_records=1, n_bytes=nb,
-                                **{k: v for k, v in c.items() if v is not None})
-            else:
-                sink.add(kind_, off, idx, 1, n_bytes=nb,
-                         **{k: v for k, v in c.items() if v is not None})
+        self.add(sink, fi, ci, careful, kinds, fields, nbytes, recs.lines[fi] + 1 + ctx.line,
+                 fi + ctx.index)
 
     def run_native(self, sink: EventSink) -> None:
         """``run`` for records the compiled pass read (``native.rows``): which records are
