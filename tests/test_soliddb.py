@@ -232,3 +232,73 @@ def test_hex_only_agrees_with_the_regex(texts, start):
     want = [bool(v) if v is not None else False
             for v in pc.match_substring_regex(arr, "^[0-9A-Fa-f]*$").to_pylist()]
     assert _hex_only(arr).tolist() == want
+
+
+_ID = st.one_of(st.integers(0, 10**18 - 1).map(str), st.integers(-99, -1).map(str),
+                st.just(""), st.just(" 7"), st.just("7 "), st.just("1" * 19), st.just("0x1f"))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(_ID, _ID), min_size=1, max_size=25))
+def test_split_ids_read_what_the_csv_reader_reads(ids):
+    """``split`` reads RECID and TRXID between the commas of the simple rows by digit
+    arithmetic: where it says ok the values are the fields' integers (-1 for an empty
+    field), and it says ok exactly for empty or 1-18 plain digits (the rest are parsed
+    carefully)."""
+    import numpy as np
+
+    from decoders.soliddb.decoder import _split_ids, frame_rows
+
+    lines = [",".join(L.HEADER)] + [f"{r},X,{t},{t},1,0,00AB,DEAD" for r, t in ids]
+    data = ("\n".join(lines) + "\n").encode()
+    rows, header = frame_rows(data)
+    assert header == 0 and rows.simple[1:].all()
+    which = np.arange(1, len(rows.starts))
+    rid, tid, ok = _split_ids(np.frombuffer(data, np.uint8), rows, which)
+
+    def plain(text: str) -> int | None:       # None: not for the fast reading
+        if text == "":
+            return -1
+        return int(text) if text.isdigit() and len(text) <= 18 else None
+
+    for k, (r, t) in enumerate(ids):
+        want = (plain(r), plain(t))
+        assert bool(ok[k]) == (None not in want), (r, t)
+        if ok[k]:
+            assert (int(rid[k]), int(tid[k])) == want, (r, t)
+
+
+def test_split_never_cuts_between_a_before_image_and_its_pair():
+    """Every cut of ``split`` at a small target falls where no before image (or DDL row)
+    waits for the next row of its transaction, checked row by row with the csv module;
+    TRXIDs with blanks (the careful parse) count like the others."""
+    import csv
+    import io
+
+    from decoders.soliddb.decoder import split
+
+    lines, n = [",".join(L.HEADER)], 0
+    for i in range(400):
+        a, b = 10 + i % 7, 10 + (i + 3) % 7
+        ta = f" {a}" if i % 11 == 0 else str(a)
+        lines.append(f"{L.UPDATE_BEFOREIMAGE},X,{ta},{ta},1,0,{n:040X},00")
+        lines.append(f"{L.INSERT},X,{b},{b},1,0,{n + 1:040X},00")
+        lines.append(f"{L.UPDATE},X,{a},{a},1,0,{n + 2:040X},00")
+        n += 3
+    data = ("\n".join(lines) + "\n").encode()
+    ctx = DecodeContext("s", "soliddb", Catalog("s", "soliddb", ()), "a.csv", {}, "UTC")
+    ranges = split(data, ctx, 300)
+    assert len(ranges) > 20 and ranges[0]["start"] == 0 and ranges[-1]["end"] == len(data)
+    starts, pos = [], 0
+    for line in data.splitlines(keepends=True):
+        starts.append(pos)
+        pos += len(line)
+    parsed = list(csv.reader(io.StringIO(data.decode())))
+    trx = [int(f[2]) if k else None for k, f in enumerate(parsed)]
+    rec = [int(f[0]) if k else None for k, f in enumerate(parsed)]
+    cut_rows = {starts.index(r["start"]) for r in ranges[1:]}
+    for k in range(1, len(parsed)):
+        if rec[k] != L.UPDATE_BEFOREIMAGE:
+            continue
+        nxt = next(j for j in range(k + 1, len(parsed)) if trx[j] == trx[k])
+        assert not any(k < c <= nxt for c in cut_rows), (k, nxt)
