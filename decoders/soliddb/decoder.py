@@ -570,18 +570,19 @@ def _split_ids(buf: np.ndarray, rows: Rows, which: np.ndarray
         length = b - a
         ok = (length >= 0) & (length <= 18)
         value = np.full(len(a), -1, dtype=np.int64)
-        has = ok & (length > 0)
-        if not has.any():
+        has = np.flatnonzero(ok & (length > 0))
+        if not len(has):
             return value, ok
         a, length = a[has], length[has]
-        width = int(length.max())
-        j = np.arange(width)[None, :]
-        inside = j < length[:, None]
-        digit = buf[np.where(inside, a[:, None] + j, 0)].astype(np.int64) - 0x30
-        good = ((digit >= 0) & (digit <= 9) | ~inside).all(axis=1)
-        power = np.where(inside, 10 ** np.maximum(length[:, None] - 1 - j, 0), 0)
-        value[has] = np.where(good, (np.where(inside, digit, 0) * power).sum(axis=1), -1)
-        ok[np.flatnonzero(has)[~good]] = False
+        acc = np.zeros(len(has), dtype=np.int64)
+        good = np.ones(len(has), dtype=bool)
+        for j in range(int(length.max())):      # a column of digits at a time (fields are short)
+            live = length > j
+            digit = buf[np.where(live, a + j, 0)].astype(np.int64) - 0x30
+            good &= ~live | ((digit >= 0) & (digit <= 9))
+            acc = np.where(live, acc * 10 + digit, acc)
+        value[has] = np.where(good, acc, -1)
+        ok[has[~good]] = False
         return value, ok
 
     rid, ok_r = number(s, c0)
