@@ -329,13 +329,7 @@ def frame_rows(data, base: int = 0, expect_header: bool = True) -> tuple[Rows, i
     rows = Rows(starts + base, ends + base, simple, errors, fields, base)
     header = None
     if expect_header and len(starts):
-        raw = bytes(buf[starts[0]:ends[0]])
-        try:
-            text = raw.decode("utf-8").rstrip("\r\n")
-            got = [f.strip().upper() for f in next(csv.reader([text]))] if text else []
-        except (UnicodeDecodeError, csv.Error):
-            got = []
-        header = 0 if got == _HEADER_UPPER else None
+        header = 0 if _header_ok(bytes(buf[starts[0]:ends[0]])) else None
     return rows, header
 
 
