@@ -315,26 +315,29 @@ class EventSink:
 _CONST = {"source": "source", "format": "format", "archive_file": "archive_file"}
 
 
+def _run_starts(a: np.ndarray) -> np.ndarray | None:
+    """Where each run of equal values of ``a`` starts (a mask), when ``a`` is sorted (rows in
+    archive order); None when it is not."""
+    if len(a) >= 2 and not (a[1:] >= a[:-1]).all():
+        return None
+    keep = np.empty(len(a), dtype=bool)
+    keep[:1] = True
+    np.not_equal(a[1:], a[:-1], out=keep[1:])
+    return keep
+
+
 def _distinct(a: np.ndarray) -> np.ndarray:
-    """``np.unique(a)``; in one pass when ``a`` is sorted already (rows in archive order:
-    numpy's hash table costs ~0.8 us a value when most values differ)."""
-    if len(a) < 2 or (a[1:] >= a[:-1]).all():
-        keep = np.empty(len(a), dtype=bool)
-        keep[:1] = True
-        np.not_equal(a[1:], a[:-1], out=keep[1:])
-        return a[keep]
-    return np.unique(a)
+    """``np.unique(a)``; in one pass when ``a`` is sorted already (numpy's hash table costs
+    ~0.8 us a value when most values differ)."""
+    keep = _run_starts(a)
+    return np.unique(a) if keep is None else a[keep]
 
 
 def _first_of_each(a: np.ndarray) -> np.ndarray:
     """``np.unique(a, return_index=True)[1]``: where each distinct value first occurs, in the
     order of the values; in one pass when ``a`` is sorted already."""
-    if len(a) < 2 or (a[1:] >= a[:-1]).all():
-        keep = np.empty(len(a), dtype=bool)
-        keep[:1] = True
-        np.not_equal(a[1:], a[:-1], out=keep[1:])
-        return np.flatnonzero(keep)
-    return np.unique(a, return_index=True)[1]
+    keep = _run_starts(a)
+    return np.unique(a, return_index=True)[1] if keep is None else np.flatnonzero(keep)
 
 
 def _nondecreasing(idx: pa.Array) -> bool:
