@@ -47,6 +47,7 @@ PRELOAD = (
     "decoders.catalog",
     "dblog.landing",
     "dblog.decode",
+    "dblog.ordering.transactions",     # the ordering's summarize (mapInArrow)
 )
 
 

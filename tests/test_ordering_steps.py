@@ -44,7 +44,7 @@ TRX_DDL = ("source STRING, trx_id STRING, status STRING, capture_off BOOLEAN, "
 # ----------------------------------------------------------------- transactions
 
 def test_transactions_one_row_per_transaction_with_its_outcome(spark):
-    from dblog.ordering.transactions import transactions
+    from dblog.ordering.transactions import transaction_counts
 
     ev = events(spark, [
         {"kind": "begin", "trx_id": "1", "position": "0010", "user": "BOB"},
@@ -71,7 +71,8 @@ def test_transactions_one_row_per_transaction_with_its_outcome(spark):
         ("s2", "1", "open", None, None, None, "0050", False, None),
     ], "source STRING, trx_id STRING, status STRING, commit_position STRING, commit_ts TIMESTAMP, "
        "user STRING, begin_position STRING, capture_off BOOLEAN, undone ARRAY<STRING>")
-    same(transactions(ev), want)
+    same(transaction_counts(ev), want)
+    same(transaction_counts(ev, rows=13), want)     # sized partitions: one
 
 
 # ----------------------------------------------------------------- classify
@@ -148,18 +149,16 @@ def test_published_changes_are_classify_filtered_on_published(spark):
     same(got, want, ["source", "trx_id", "position", "commit_seq", "bucket"])
 
 
-def test_published_counts_from_change_counts_without_a_join_or_string_buffers(spark):
-    """``change_counts`` + ``published_count`` give ``published_counts(classify(...))`` (the
-    changes joined to the transactions): compensated changes (a position undone twice, a
+def test_event_counts_are_the_published_changes_of_each_transaction(spark):
+    """``transaction_counts``' ``event_count`` equals ``published_counts(classify(...))`` (the
+    changes joined to their transactions): compensated changes (a position undone twice, a
     change twice at one position, an undo of no change), capture_off, rolled back, open, a
-    change without a position or a transaction. Its plan: hash aggregations only (string or
-    set buffers made Spark sort the rows, ``ObjectHashAggregate``/``SortAggregate``), one
-    exchange, no join."""
+    change without a position or a transaction."""
     from pyspark.sql import functions as F
 
     from dblog.ordering import sequence
     from dblog.ordering.classify import classify
-    from dblog.ordering.transactions import transactions
+    from dblog.ordering.transactions import transaction_counts
 
     ev = events(spark, [
         {"kind": "begin", "trx_id": "1", "position": "0010"},
@@ -186,25 +185,64 @@ def test_published_counts_from_change_counts_without_a_join_or_string_buffers(sp
          "commit_position": "0051"},
         {"kind": "undo", "trx_id": "5", "source": "s2", "position": "0052", "undo_of": "0050"},
     ])
-    trx = transactions(ev)
-    changes = ev.filter(F.col("kind") == "change").select("source", "trx_id", "position")
-    counts = sequence.change_counts(changes, ev)
-    got = trx.join(counts, ["source", "trx_id"], "left").select(
-        "source", "trx_id", sequence.published_count(F.col("status"), F.col("capture_off"),
-                                                     F.col("n_changes"), F.col("n_compensated"))
-        .alias("event_count"))
+    trx = transaction_counts(ev)
     want = spark.createDataFrame([
         ("s1", "1", 2), ("s1", "2", 0), ("s1", "3", 0), ("s1", "4", 0), ("s1", "5", 2),
         ("s1", "6", 0), ("s2", "5", 0)], "source STRING, trx_id STRING, event_count LONG")
-    same(got, want)
-    old = trx.join(sequence.published_counts(classify(changes, trx)), ["source", "trx_id"], "left") \
+    same(trx, want)
+    changes = ev.filter(F.col("kind") == "change").select("source", "trx_id", "position")
+    old = trx.drop("event_count").join(sequence.published_counts(classify(changes, trx)),
+                                       ["source", "trx_id"], "left") \
         .select("source", "trx_id", F.coalesce("event_count", F.lit(0)).cast("long").alias("event_count"))
     same(old, want)
 
-    plan = counts._jdf.queryExecution().executedPlan().toString()
-    assert "HashAggregate" in plan, plan
-    assert "ObjectHashAggregate" not in plan and "SortAggregate" not in plan, plan
-    assert "Join" not in plan and plan.count("Exchange") == 1, plan
+    # reassembled changes count as changes of their transaction, and only as changes
+    reassembled = spark.createDataFrame(
+        [("s1", "5", "0053"), ("s1", "1", "0012"), ("s1", "9", "0090")],
+        "source STRING, trx_id STRING, position STRING")
+    got = transaction_counts(ev, reassembled).select("source", "trx_id", "event_count")
+    same(got, spark.createDataFrame([
+        ("s1", "1", 2), ("s1", "2", 0), ("s1", "3", 0), ("s1", "4", 0), ("s1", "5", 3),
+        ("s1", "6", 0), ("s2", "5", 0)], "source STRING, trx_id STRING, event_count LONG"))
+
+
+def test_transaction_counts_agree_with_their_spark_sql_definition(spark):
+    """Seeded random nights (every kind, repeated and missing positions, users, flags, undo
+    targets that exist or not, reassembled changes, several sources) give the rows of the
+    Spark SQL definition the step replaced (``tests/oracle/transactions.py``), in one
+    partition or in many."""
+    import random
+
+    from tests.oracle.transactions import transaction_counts as oracle
+
+    from dblog.ordering.transactions import transaction_counts
+
+    rnd = random.Random(7)
+    kinds = ["begin", "change", "change", "change", "undo", "commit", "abort", "control",
+             "carry", "segment"]
+    rows, reassembled = [], []
+    for i in range(600):
+        kind = rnd.choice(kinds)
+        pos = rnd.choice([None, f"{rnd.randrange(90):04d}"])
+        rows.append({
+            "source": rnd.choice(["s1", "s2", "s3"]), "kind": kind,
+            "trx_id": rnd.choice([None, *[str(t) for t in range(40)]]),
+            "position": pos, "user": rnd.choice([None, "ANN", "BOB", "ÉVE"]),
+            "flag": rnd.choice([None, "capture_off"]) if kind == "begin" else None,
+            "trx_end": rnd.choice([None, None, "commit", "abort"]),
+            "commit_position": rnd.choice([None, f"{rnd.randrange(90):04d}"]),
+            "commit_ts": rnd.choice([None, TS, TS.replace(hour=13)]),
+            "undo_of": rnd.choice([None, f"{rnd.randrange(90):04d}"]) if kind == "undo" else None,
+        })
+        if rnd.random() < 0.05:
+            reassembled.append((rnd.choice(["s1", "s2"]), str(rnd.randrange(40)),
+                                f"{rnd.randrange(90):04d}"))
+    ev = events(spark, rows)
+    re_df = spark.createDataFrame(reassembled, "source STRING, trx_id STRING, position STRING")
+    want = oracle(ev, re_df)
+    assert want.count() > 50
+    same(transaction_counts(ev, re_df), want, want.columns)
+    same(transaction_counts(ev, re_df, rows=10_000_000), want, want.columns)   # 10 partitions
 
 
 def test_joins_with_the_transactions_hash_them_and_leave_the_rows_unsorted(spark):

@@ -4,9 +4,9 @@
 |---|---|---|
 | format hooks | ``hooks`` | ``apply_hooks`` (``resolve_transactions`` of a format package) |
 | segment reassembly | ``segments`` | ``segment_groups``, ``reassemble``, ``reassembled_changes`` |
-| transactions | ``transactions`` | ``transactions`` |
+| transactions | ``transactions`` | ``transaction_counts`` (``summarize``: Arrow, in the Python workers) |
 | classify | ``classify`` | ``classify``, ``segment_buckets``, ``with_transaction`` |
-| sequence | ``sequence`` | ``change_counts``, ``published_count``, ``published_counts``, ``rank_in_partitions``, ``partition_counts``, ``partition_offsets``, ``assign_commit_seq``, ``with_commit_seq``, ``event_seq`` |
+| sequence | ``sequence`` | ``published_counts``, ``rank_in_partitions``, ``partition_counts``, ``partition_offsets``, ``assign_commit_seq``, ``with_commit_seq``, ``event_seq`` |
 | audit | ``audit`` | ``row_buckets``, ``audit`` |
 | quarantine | ``quarantine`` | ``decoder_quarantine``, ``segment_quarantine``, ``orphan_quarantine``, ``quarantine`` |
 | held state | ``state`` | ``held_rows``, ``carry_rows`` |

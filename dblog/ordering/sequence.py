@@ -35,42 +35,6 @@ def published_counts(classified):
         .groupBy("source", "trx_id").agg(F.count(F.lit(1)).alias("event_count"))
 
 
-def change_counts(changes, events):
-    """(source, trx_id, n_changes, n_compensated) per transaction: its ``changes`` (rows with
-    source, trx_id, position) and how many of them an ``undo`` row of ``events`` in the same
-    transaction undoes (the ``undone`` of ``transactions``: such a change is
-    ``skipped:compensated``). With ``transactions``' status and ``capture_off`` this gives
-    ``published_counts`` without joining the changes to the transactions (``published_count``).
-
-    Only hash aggregations over numeric buffers: the changes and the undo rows' ``undo_of``,
-    keyed by (source, trx_id, position), are shuffled once by (source, trx_id), counted per
-    key, then per transaction in the same partitions."""
-    from pyspark.sql import functions as F
-
-    keyed = changes.filter(F.col("trx_id").isNotNull()).select(
-        "source", "trx_id", F.col("position").alias("_k"), F.lit(1).alias("_c"), F.lit(0).alias("_u"))
-    undos = events.filter((F.col("kind") == "undo") & F.col("trx_id").isNotNull()
-                          & F.col("undo_of").isNotNull()).select(
-        "source", "trx_id", F.col("undo_of").alias("_k"), F.lit(0).alias("_c"), F.lit(1).alias("_u"))
-    per_key = keyed.unionByName(undos).repartition("source", "trx_id") \
-        .groupBy("source", "trx_id", "_k").agg(F.sum("_c").alias("_n"), F.max("_u").alias("_u"))
-    undone = F.col("_k").isNotNull() & (F.col("_u") == 1)
-    return per_key.groupBy("source", "trx_id").agg(
-        F.sum("_n").cast("long").alias("n_changes"),
-        F.sum(F.when(undone, F.col("_n")).otherwise(0)).cast("long").alias("n_compensated"))
-
-
-def published_count(status, capture_off, n_changes, n_compensated):
-    """A transaction's published changes (Column), from ``change_counts``: the changes of a
-    committed transaction without ``capture_off`` that no undo row undoes (``classify``'s
-    ``published``); 0 for the others and for a transaction without changes."""
-    from pyspark.sql import functions as F
-
-    return F.when((status == "committed") & ~F.coalesce(capture_off, F.lit(False)),
-                  F.coalesce(n_changes, F.lit(0)) - F.coalesce(n_compensated, F.lit(0))) \
-        .otherwise(F.lit(0)).cast("long")
-
-
 def numbered(trx):
     """The transactions that get a ``commit_seq``: committed, with a published change."""
     from pyspark.sql import functions as F

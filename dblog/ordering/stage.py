@@ -36,7 +36,7 @@ from ..sparkio import local_frame, run_concurrently, write_parquet
 from ..stage import CARRY_DIR, HELD_DIR, SEQ_FILE
 from . import sequence
 from .audit import audit, row_buckets
-from .classify import QUARANTINED, hash_side, published_changes, segment_buckets
+from .classify import QUARANTINED, published_changes, segment_buckets
 from .hooks import apply_hooks, format_hooks, hooked_rows
 from .quarantine import decoder_quarantine, orphan_quarantine, quarantine, segment_quarantine
 from .schema import (AUDIT, AUDIT_COLUMNS, CHANGES, QUARANTINE, QUARANTINE_COLUMNS,
@@ -44,7 +44,7 @@ from .schema import (AUDIT, AUDIT_COLUMNS, CHANGES, QUARANTINE, QUARANTINE_COLUM
 from .segments import (empty_groups, formats_with_segments, reassemble, reassembled_changes,
                        segment_groups)
 from .state import carry_rows, held_rows
-from .transactions import transactions
+from .transactions import TRX_COUNTS_DDL, transaction_counts
 from .wide import FID, ROW, SEQ, SourceFiles, seq_columns, write_changes
 
 OPEN_BROADCAST_MAX = 200_000   # open transactions up to which their keys are broadcast
@@ -122,28 +122,18 @@ def write_segments(spark, ev, manifest: dict, work: Path, files: SourceFiles | N
     return _tagged(files, spark.read.schema(empty_groups(spark).schema).parquet(path), path)
 
 
-def write_trx_counts(spark, ev, groups, work: Path):
+def write_trx_counts(spark, ev, groups, work: Path, rows: int | None = None):
     """``ordering/trx_counts``: one row per transaction (``transactions``) with its published
     change count, written once and read back (the ranking reads it three times: the range
     partitioner's sample, the numbered transactions, the others; and the audit, quarantine
-    and held rows read it beside the ranking). Returns the frame read back and its rows
-    (from the Parquet footers: no job)."""
-    from pyspark.sql import functions as F
-
-    trx = transactions(ev)
-    changes = ev.filter(F.col("kind") == "change").select("source", "trx_id", "position")
-    if groups is not None:
-        changes = changes.unionByName(reassembled_changes(groups).select("source", "trx_id", "position"))
-    # the published count of each transaction without joining the changes to ``trx`` (that
-    # join made the query aggregate the events into transactions twice): its changes and
-    # its undone changes, counted by hash aggregations, then the transaction's status
-    counts = sequence.change_counts(changes, ev)
+    and held rows read it beside the ranking). ``rows``: about how many rows ``ev`` holds
+    (sizes the step's partitions). Returns the frame read back and its rows (from the
+    Parquet footers: no job)."""
+    reassembled = None if groups is None else reassembled_changes(groups).select(
+        "source", "trx_id", "position")
     base = str(work / "trx_counts")
-    _write(trx.join(hash_side(counts), ["source", "trx_id"], "left")
-           .withColumn("event_count", sequence.published_count(
-               F.col("status"), F.col("capture_off"), F.col("n_changes"), F.col("n_compensated")))
-           .drop("n_changes", "n_compensated"), base)
-    return spark.read.parquet(base), parquet_rows(base)
+    _write(transaction_counts(ev, reassembled, rows), base)
+    return spark.read.schema(TRX_COUNTS_DDL).parquet(base), parquet_rows(base)
 
 
 def parquet_rows(folder: str | Path) -> int:
@@ -152,6 +142,14 @@ def parquet_rows(folder: str | Path) -> int:
 
     return sum(pq.ParquetFile(f).metadata.num_rows for f in sorted(Path(folder).iterdir())
                if f.is_file() and not f.name.startswith((".", "_")))
+
+
+def event_rows(manifest: dict, run_dir: Path) -> int:
+    """Rows of the night's events and of the rows held from earlier nights, from the Parquet
+    footers (no job)."""
+    folders = [Path(run_dir) / EVENTS_DIR] + [Path(s["prev_held"]) for s in manifest["sources"]
+                                              if s.get("prev_held")]
+    return sum(parquet_rows(f) for f in folders if f.is_dir())
 
 
 def rank_transactions(spark, trx, work: Path):
@@ -190,7 +188,7 @@ def order_stage(spark, manifest: dict, run_dir: Path) -> dict:
     read = read_events(spark, manifest, run_dir, files)
     ev = resolve(spark, read, manifest, work, files)
     groups = write_segments(spark, ev, manifest, work, files)
-    trx_counts, n_trx = write_trx_counts(spark, ev, groups, work)
+    trx_counts, n_trx = write_trx_counts(spark, ev, groups, work, event_rows(manifest, run_dir))
     # a night of few transactions joins them by broadcast: the rows are not shuffled for it
     few = n_trx <= TRX_BROADCAST_MAX
 

@@ -1,45 +1,315 @@
-"""Step ``transactions``: one row per (source, trx_id) of the events, with its outcome.
+"""Step ``transactions``: one row per (source, trx_id) of the events, with its outcome and
+its published change count.
 
 A transaction is ``committed`` when any of its rows has ``trx_end = commit`` (its
 ``commit_position``, ``commit_ts``, ``user`` come from those rows; ``user`` also from
 ``begin``), ``rolled_back`` when a row has ``trx_end = abort``, else ``open``. It also carries
 ``capture_off`` (its ``begin`` row has ``flag = capture_off``) and ``undone``: the positions
-that ``undo`` rows of the transaction undo (null when none), so that classifying a change
-needs one join on (source, trx_id) and nothing else.
+that ``undo`` rows of the transaction undo (sorted, null when none), so that classifying a
+change needs one join on (source, trx_id) and nothing else. ``event_count`` is the number of
+its changes that are published: for a committed transaction without ``capture_off``, its
+changes (``change`` rows and reassembled segment groups) but those an ``undo`` row of the
+transaction undoes (``skipped:compensated``); 0 for every other transaction.
+
+How, with memory bounded whatever the transactions' sizes (Arrow's hash aggregations in
+the Python workers, no per-row Python):
+
+1. the narrow columns of the rows are shuffled by (source, trx_id) into partitions of about
+   ``ROWS_PER_TASK`` rows (one per core if each gets ``MIN_ROWS_PER_TASK``), each sorted by
+   (source, trx_id) with a
+   transaction's undo rows first (Spark's sort, which spills);
+2. a Python task reads its partition as a stream (``stream_summarize``), in chunks of
+   ``CHUNK_ROWS``: the transactions that end inside a chunk are summarised at once
+   (``partial`` then ``final``); the one that goes on into the next chunk is carried as its
+   *partial* row (minimums, maximums, flags, counts, undo targets) plus its undo rows, which
+   the next chunk reads again before its changes. Every aggregate but the change counts is
+   idempotent (minimum, maximum, any, distinct targets), and undo rows are not changes, so
+   reading them twice changes nothing; a change is compensated when an undo row of its
+   transaction targets its position, and those rows are always in its chunk. A task holds
+   one chunk, one transaction's partial row and that transaction's undo rows.
+
+The same step in Spark SQL (string minimums and maximums and ``collect_set`` make an object
+hash aggregation, a second aggregation counted the changes, a join put them together) was
+the ordering's costliest query (docs/BENCHMARK.md, "Ordering: transactions in Arrow"); its
+definition is kept as the tests' oracle (``tests/oracle/transactions.py``).
 """
 
 from __future__ import annotations
 
+import math
+
+import pyarrow as pa
+import pyarrow.compute as pc
 
 TRX_COLUMNS = ["source", "trx_id", "format", "status", "commit_position", "commit_ts", "user",
                "begin_position", "capture_off", "undone"]
+# the rows' columns the step reads; ``_in_trx`` is false for reassembled changes, which count
+# as changes but do not take part in the transaction's outcome (their segments do)
+NARROW_COLUMNS = ["source", "trx_id", "format", "kind", "flag", "trx_end", "commit_position",
+                  "commit_ts", "user", "position", "undo_of"]
+TRX_COUNTS_SCHEMA = pa.schema([
+    ("source", pa.string()), ("trx_id", pa.string()), ("format", pa.string()),
+    ("status", pa.string()), ("commit_position", pa.string()),
+    ("commit_ts", pa.timestamp("us", tz="UTC")), ("user", pa.string()),
+    ("begin_position", pa.string()), ("capture_off", pa.bool_()),
+    ("undone", pa.list_(pa.string())), ("event_count", pa.int64())])
+TRX_COUNTS_DDL = ("source STRING, trx_id STRING, format STRING, status STRING, "
+                  "commit_position STRING, commit_ts TIMESTAMP, user STRING, "
+                  "begin_position STRING, capture_off BOOLEAN, undone ARRAY<STRING>, "
+                  "event_count LONG")
+ROWS_PER_TASK = 1_000_000  # rows of a partition at most (sized from the events' footers)
+MIN_ROWS_PER_TASK = 100_000  # rows below which a night's partitions are fewer than the cores
+CHUNK_ROWS = 131_072       # rows a task summarises at once (its memory: ~200 bytes a row)
+KEYS = ["source", "trx_id"]
 
 
-def transactions(events):
-    """events (EVENT_SCHEMA columns) -> one row per (source, trx_id): ``TRX_COLUMNS``.
+def _when(mask, values):
+    """``values`` where ``mask`` is true, else null (SQL ``CASE WHEN mask THEN values END``)."""
+    return pc.if_else(mask, values, pa.scalar(None, values.type))
 
-    Rows without a ``trx_id`` and ``carry`` rows belong to no transaction."""
+
+PARTIAL_SCHEMA = pa.schema([
+    ("source", pa.string()), ("trx_id", pa.string()), ("in_trx", pa.bool_()),
+    ("format", pa.string()), ("cp", pa.string()), ("cts", pa.timestamp("us", tz="UTC")),
+    ("ab", pa.bool_()), ("cap", pa.bool_()), ("uc", pa.string()), ("ub", pa.string()),
+    ("u", pa.string()), ("pb", pa.string()), ("p", pa.string()), ("n_changes", pa.int64()),
+    ("n_comp", pa.int64()), ("undone", pa.list_(pa.string()))])
+PARTIAL_DDL = ("source STRING, trx_id STRING, in_trx BOOLEAN, format STRING, cp STRING, "
+               "cts TIMESTAMP, ab BOOLEAN, cap BOOLEAN, uc STRING, ub STRING, u STRING, "
+               "pb STRING, p STRING, n_changes LONG, n_comp LONG, undone ARRAY<STRING>")
+# how ``final`` merges each partial column
+MERGE = [("in_trx", "any"), ("format", "min"), ("cp", "max"), ("cts", "max"), ("ab", "any"),
+         ("cap", "any"), ("uc", "max"), ("ub", "max"), ("u", "max"), ("pb", "min"), ("p", "min"),
+         ("n_changes", "sum"), ("n_comp", "sum")]
+
+
+def _aggregate(table: pa.Table, how: list[tuple[str, str]]) -> pa.Table:
+    """``table`` grouped by (source, trx_id): the keys and each (column, aggregation) of
+    ``how``, named as the column."""
+    g = table.group_by(KEYS, use_threads=False).aggregate(how)
+    return pa.table({**{k: g.column(k) for k in KEYS}, **{c: g.column(f"{c}_{h}") for c, h in how}})
+
+
+def _lists(keys: pa.Table, values) -> tuple[pa.Array, pa.Table]:
+    """``keys`` (source, trx_id) sorted with ``values`` beside them -> (one list of the values
+    per run of equal keys, the runs' keys with ``_list``: the index of their list)."""
+    n = keys.num_rows
+    if n == 0:
+        return (pa.array([], pa.list_(pa.string())),
+                pa.table({"source": pa.array([], pa.string()), "trx_id": pa.array([], pa.string()),
+                          "_list": pa.array([], pa.int64())}))
+    src, trx = keys.column("source").combine_chunks(), keys.column("trx_id").combine_chunks()
+    same = pc.and_(pc.equal(src.slice(1), src.slice(0, n - 1)),
+                   pc.equal(trx.slice(1), trx.slice(0, n - 1)))
+    first = pa.concat_arrays([pa.array([True]), pc.invert(same)])
+    starts = pc.indices_nonzero(first)
+    offsets = pa.concat_arrays([pc.cast(starts, pa.int32()), pa.array([n], pa.int32())])
+    lists = pa.ListArray.from_arrays(offsets, values.combine_chunks()
+                                     if isinstance(values, pa.ChunkedArray) else values)
+    heads = keys.take(starts).select(KEYS).append_column(
+        "_list", pa.array(range(len(starts)), pa.int64()))
+    return lists, heads
+
+
+def _sorted_distinct(rows: pa.Table, column: str) -> tuple[pa.Array, pa.Table]:
+    """Distinct non-null ``column`` values per (source, trx_id), sorted: ``_lists``."""
+    rows = rows.filter(pc.is_valid(rows.column(column))).select([*KEYS, column])
+    rows = rows.group_by([*KEYS, column], use_threads=False).aggregate([]) \
+        .sort_by([("source", "ascending"), ("trx_id", "ascending"), (column, "ascending")])
+    return _lists(rows.select(KEYS), rows.column(column))
+
+
+def partial(rows: pa.Table) -> pa.Table:
+    """Rows (``NARROW_COLUMNS`` + ``_in_trx``; a change and the undo rows that undo it in the
+    same ``rows``) -> one ``PARTIAL_SCHEMA`` row per (source, trx_id) in them."""
+    in_trx = pc.fill_null(rows.column("_in_trx"), False)
+    kind, end = rows.column("kind"), rows.column("trx_end")
+    commit_end = pc.fill_null(pc.and_(in_trx, pc.equal(end, "commit")), False)
+    begin = pc.fill_null(pc.and_(in_trx, pc.equal(kind, "begin")), False)
+    undo = pc.fill_null(pc.and_(in_trx, pc.equal(kind, "undo")), False)
+    change = pc.fill_null(pc.equal(kind, "change"), False)
+    position = rows.column("position")
+    parts = pa.table({
+        "source": rows.column("source"), "trx_id": rows.column("trx_id"), "in_trx": in_trx,
+        "format": _when(in_trx, rows.column("format")),
+        "cp": _when(commit_end, rows.column("commit_position")),
+        "cts": _when(commit_end, rows.column("commit_ts")),
+        "ab": pc.fill_null(pc.and_(in_trx, pc.equal(end, "abort")), False),
+        "cap": pc.fill_null(pc.and_(begin, pc.equal(rows.column("flag"), "capture_off")), False),
+        "uc": _when(pc.fill_null(pc.and_(in_trx, pc.equal(kind, "commit")), False), rows.column("user")),
+        "ub": _when(begin, rows.column("user")),
+        "u": _when(in_trx, rows.column("user")),
+        "pb": _when(begin, position),
+        "p": _when(in_trx, position),
+        "n_changes": pc.cast(change, pa.int64()),
+    })
+    g = _aggregate(parts, [(c, "sum" if c == "n_changes" else how) for c, how in MERGE
+                           if c != "n_comp"])
+
+    # the changes an undo row of their transaction undoes (they are in these rows with it)
+    targets = rows.filter(undo).select([*KEYS, "undo_of"])
+    changes = rows.filter(change).select([*KEYS, "position"])
+    comp = changes.join(targets.group_by([*KEYS, "undo_of"], use_threads=False).aggregate([]),
+                        [*KEYS, "position"], [*KEYS, "undo_of"], join_type="left semi",
+                        use_threads=False) \
+        .group_by(KEYS, use_threads=False).aggregate([([], "count_all")])
+    comp = pa.table({"source": comp.column("source"), "trx_id": comp.column("trx_id"),
+                     "n_comp": comp.column("count_all")})
+    lists, heads = _sorted_distinct(targets, "undo_of")
+    g = g.join(comp, KEYS, join_type="left outer", use_threads=False) \
+        .join(heads, KEYS, join_type="left outer", use_threads=False)
+    return pa.table([*(g.column(c) for c in KEYS), *(g.column(c) for c, _ in MERGE[:-1]),
+                     pc.fill_null(g.column("n_comp"), 0), pc.take(lists, g.column("_list"))],
+                    schema=PARTIAL_SCHEMA)
+
+
+def merge(partials: pa.Table) -> pa.Table:
+    """``PARTIAL_SCHEMA`` rows -> one ``PARTIAL_SCHEMA`` row per (source, trx_id): the
+    partials of a transaction merged (``MERGE``; undo targets distinct and sorted)."""
+    g = _aggregate(partials, MERGE)
+    flat = partials.filter(pc.is_valid(partials.column("undone")))
+    lists_col = flat.column("undone")
+    if flat.num_rows and pc.sum(pc.list_value_length(lists_col)).as_py():
+        parent = pc.list_parent_indices(lists_col)
+        targets = pa.table({"source": pc.take(flat.column("source"), parent),
+                            "trx_id": pc.take(flat.column("trx_id"), parent),
+                            "undo_of": pc.list_flatten(lists_col)})
+    else:
+        targets = pa.table({"source": pa.array([], pa.string()), "trx_id": pa.array([], pa.string()),
+                            "undo_of": pa.array([], pa.string())})
+    lists, heads = _sorted_distinct(targets, "undo_of")
+    g = g.join(heads, KEYS, join_type="left outer", use_threads=False)
+    return pa.table([*(g.column(c) for c in KEYS), *(g.column(c) for c, _ in MERGE),
+                     pc.take(lists, g.column("_list"))], schema=PARTIAL_SCHEMA)
+
+
+def final(partials: pa.Table) -> pa.Table:
+    """``PARTIAL_SCHEMA`` rows, every partial of a transaction among them -> one
+    ``TRX_COUNTS_SCHEMA`` row per (source, trx_id) with a row of its own (``in_trx``)."""
+    g = merge(partials)
+    g = g.filter(g.column("in_trx"))
+    committed = pc.is_valid(g.column("cp"))
+    capture_off = g.column("cap")
+    status = pc.if_else(committed, "committed", pc.if_else(g.column("ab"), "rolled_back", "open"))
+    published = pc.subtract(g.column("n_changes"), g.column("n_comp"))
+    event_count = pc.if_else(pc.and_(committed, pc.invert(capture_off)), published, 0)
+    return pa.table([
+        g.column("source"), g.column("trx_id"), g.column("format"), status, g.column("cp"),
+        g.column("cts"), pc.coalesce(g.column("uc"), g.column("ub"), g.column("u")),
+        pc.coalesce(g.column("pb"), g.column("p")), capture_off, g.column("undone"),
+        pc.cast(event_count, pa.int64())], schema=TRX_COUNTS_SCHEMA)
+
+
+def summarize(rows: pa.Table) -> pa.Table:
+    """``final(partial(rows))``: every row of a transaction in ``rows``."""
+    return final(partial(rows))
+
+
+def _carry_start(table: pa.Table) -> int:
+    """Index of the first row of the last (source, trx_id) run of ``table`` (sorted by them)."""
+    n = table.num_rows
+    src, trx = table.column("source"), table.column("trx_id")
+    last_src, last_trx = src[n - 1], trx[n - 1]
+    other = pc.invert(pc.fill_null(pc.and_(pc.equal(src, last_src), pc.equal(trx, last_trx)), False))
+    idx = pc.indices_nonzero(other)
+    return int(idx[-1].as_py()) + 1 if len(idx) else 0
+
+
+def _key(table: pa.Table, i: int) -> tuple:
+    return table.column("source")[i].as_py(), table.column("trx_id")[i].as_py()
+
+
+def stream_summarize(batches, chunk_rows: int = CHUNK_ROWS):
+    """Batches of rows sorted by (source, trx_id), undo rows first in a transaction -> record
+    batches of ``TRX_COUNTS_SCHEMA`` (``summarize`` of all the rows), holding one chunk of
+    about ``chunk_rows`` rows at a time (the module's docstring, step 2)."""
+    pending: list[pa.RecordBatch] = []
+    size = 0
+    carry: pa.Table | None = None          # the open transaction's partial row
+    carry_undo: pa.Table | None = None     # its undo rows, read again with its next rows
+
+    def flush(last: bool):
+        nonlocal pending, size, carry, carry_undo
+        rows = pa.Table.from_batches(pending)
+        pending, size = [], 0
+        cut = rows.num_rows if last else _carry_start(rows)
+        head, tail = rows.slice(0, cut), rows.slice(cut)
+        done: list[pa.Table] = []
+        earlier = None                     # the carried partial, when its rows go on in tail
+        if carry is not None:
+            if _key(carry, 0) == _key(rows, 0):     # the carried transaction goes on here
+                if cut:
+                    head = pa.concat_tables([carry_undo, head])
+                    done.append(carry)
+                else:
+                    tail = pa.concat_tables([carry_undo, tail])
+                    earlier = carry
+            else:
+                done.append(carry)
+        carry = carry_undo = None
+        if head.num_rows:
+            done.append(partial(head))
+        if tail.num_rows:
+            carry = partial(tail)
+            if earlier is not None:
+                carry = merge(pa.concat_tables([earlier, carry]))
+            carry_undo = tail.filter(pc.fill_null(pc.and_(
+                pc.equal(tail.column("kind"), "undo"), tail.column("_in_trx")), False))
+        if done:
+            out = final(pa.concat_tables(done))
+            if out.num_rows:
+                yield from out.to_batches()
+
+    for batch in batches:
+        if batch.num_rows:
+            pending.append(batch)
+            size += batch.num_rows
+            if size >= chunk_rows:
+                yield from flush(last=False)
+    if pending:
+        yield from flush(last=True)
+    elif carry is not None:
+        out = final(carry)
+        if out.num_rows:
+            yield from out.to_batches()
+
+
+def _stream(batches):
+    """mapInArrow: ``stream_summarize``, cast to the declared schema."""
+    for b in stream_summarize(batches):
+        yield b.cast(TRX_COUNTS_SCHEMA) if b.schema != TRX_COUNTS_SCHEMA else b
+
+
+def transaction_counts(events, reassembled=None, rows: int | None = None):
+    """events (EVENT_SCHEMA columns) -> one row per (source, trx_id): ``TRX_COLUMNS`` and
+    ``event_count`` (``TRX_COUNTS_DDL``).
+
+    Rows without a ``trx_id`` and ``carry`` rows belong to no transaction. ``reassembled``:
+    the changes reassembled from segments (source, trx_id, position), counted as changes.
+    ``rows``: about how many rows the events hold (sizes the partitions: at most
+    ``ROWS_PER_TASK`` each, one per core when each gets ``MIN_ROWS_PER_TASK``, else fewer);
+    without it, the session's shuffle partitions."""
     from pyspark.sql import functions as F
 
     kind = F.col("kind")
-    rows = events.filter(F.col("trx_id").isNotNull() & (kind != "carry"))
-    return rows.groupBy("source", "trx_id").agg(
-        F.first("format").alias("format"),
-        F.max(F.when(F.col("trx_end") == "commit", F.col("commit_position"))).alias("commit_position"),
-        F.max(F.when(F.col("trx_end") == "commit", F.col("commit_ts"))).alias("commit_ts"),
-        F.max(F.when(F.col("trx_end") == "abort", F.lit(1))).alias("aborted"),
-        F.coalesce(F.max(F.when((kind == "begin") & (F.col("flag") == "capture_off"), F.lit(True))),
-                   F.lit(False)).alias("capture_off"),
-        F.coalesce(F.max(F.when(kind == "commit", F.col("user"))),
-                   F.max(F.when(kind == "begin", F.col("user"))),
-                   F.max("user")).alias("user"),
-        F.coalesce(F.min(F.when(kind == "begin", F.col("position"))), F.min("position"))
-        .alias("begin_position"),
-        F.collect_set(F.when(kind == "undo", F.col("undo_of"))).alias("undone"),
-    ).withColumn(
-        "status",
-        F.when(F.col("commit_position").isNotNull(), "committed")
-        .when(F.col("aborted") == 1, "rolled_back").otherwise("open"),
-    ).withColumn(
-        "undone", F.when(F.size("undone") > 0, F.array_sort("undone"))
-    ).select(*TRX_COLUMNS)
+    narrow = events.filter(F.col("trx_id").isNotNull() & (kind != "carry")) \
+        .select(*NARROW_COLUMNS, F.lit(True).alias("_in_trx"))
+    if reassembled is not None:
+        narrow = narrow.unionByName(
+            reassembled.filter(F.col("trx_id").isNotNull()).select(
+                "source", "trx_id", F.lit("change").alias("kind"), "position",
+                F.lit(False).alias("_in_trx")),
+            allowMissingColumns=True)
+    spark = events.sparkSession
+    if rows is None:
+        parts = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    else:
+        cores = int(spark.sparkContext.defaultParallelism)
+        parts = max(1, min(cores, math.ceil(rows / MIN_ROWS_PER_TASK)), math.ceil(rows / ROWS_PER_TASK))
+    undo_first = F.when(F.col("_in_trx") & (kind == "undo"), F.lit(0)).otherwise(F.lit(1))
+    return narrow.repartition(parts, "source", "trx_id") \
+        .sortWithinPartitions("source", "trx_id", undo_first) \
+        .mapInArrow(_stream, TRX_COUNTS_DDL)
+
+__all__ = ["TRX_COLUMNS", "TRX_COUNTS_DDL", "final", "merge", "partial", "stream_summarize",
+           "summarize", "transaction_counts"]
