@@ -16,8 +16,7 @@ the Python workers, no per-row Python):
 
 1. the narrow columns of the rows are shuffled by (source, trx_id) into partitions of about
    ``ROWS_PER_TASK`` rows (one per core if each gets ``MIN_ROWS_PER_TASK``), each sorted by
-   (source, trx_id) with a
-   transaction's undo rows first (Spark's sort, which spills);
+   (source, trx_id) with a transaction's undo rows first (Spark's sort, which spills);
 2. a Python task reads its partition as a stream (``stream_summarize``), in chunks of
    ``CHUNK_ROWS``: the transactions that end inside a chunk are summarised at once
    (``partial`` then ``final``); the one that goes on into the next chunk is carried as its
