@@ -272,8 +272,6 @@ def test_joins_with_the_transactions_hash_them_and_leave_the_rows_unsorted(spark
 def test_event_seq_of_published_changes_shuffles_the_wide_rows_once(spark):
     """The window by transaction reuses the join's partitioning: one exchange of the change
     rows (``with_transaction``'s union after the join made it two: 0.9 GB each at 5 x 1M)."""
-    from pyspark.sql import functions as F
-
     from dblog.ordering.classify import published_changes
     from dblog.ordering.sequence import event_seq
 

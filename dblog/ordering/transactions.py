@@ -29,7 +29,7 @@ the Python workers, no per-row Python):
 
 The same step in Spark SQL (string minimums and maximums and ``collect_set`` make an object
 hash aggregation, a second aggregation counted the changes, a join put them together) was
-the ordering's costliest query (docs/BENCHMARK.md, "Ordering: transactions in Arrow"); its
+the ordering's costliest query (docs/BENCHMARK.md, "Ordering at 1M, twelfth session"); its
 definition is kept as the tests' oracle (``tests/oracle/transactions.py``).
 """
 
@@ -73,10 +73,7 @@ PARTIAL_SCHEMA = pa.schema([
     ("ab", pa.bool_()), ("cap", pa.bool_()), ("uc", pa.string()), ("ub", pa.string()),
     ("u", pa.string()), ("pb", pa.string()), ("p", pa.string()), ("n_changes", pa.int64()),
     ("n_comp", pa.int64()), ("undone", pa.list_(pa.string()))])
-PARTIAL_DDL = ("source STRING, trx_id STRING, in_trx BOOLEAN, format STRING, cp STRING, "
-               "cts TIMESTAMP, ab BOOLEAN, cap BOOLEAN, uc STRING, ub STRING, u STRING, "
-               "pb STRING, p STRING, n_changes LONG, n_comp LONG, undone ARRAY<STRING>")
-# how ``final`` merges each partial column
+# how ``merge`` merges each partial column
 MERGE = [("in_trx", "any"), ("format", "min"), ("cp", "max"), ("cts", "max"), ("ab", "any"),
          ("cap", "any"), ("uc", "max"), ("ub", "max"), ("u", "max"), ("pb", "min"), ("p", "min"),
          ("n_changes", "sum"), ("n_comp", "sum")]
