@@ -4,7 +4,7 @@
 |---|---|---|
 | format hooks | ``hooks`` | ``apply_hooks`` (``resolve_transactions`` of a format package) |
 | segment reassembly | ``segments`` | ``segment_groups``, ``reassemble``, ``reassembled_changes`` |
-| transactions | ``transactions`` | ``transaction_counts`` (``summarize``: Arrow, in the Python workers) |
+| transactions | ``transactions`` | ``transaction_counts`` (``stream_summarize``, ``partial``, ``merge``, ``final``: Arrow, in the Python workers) |
 | classify | ``classify`` | ``classify``, ``segment_buckets``, ``with_transaction`` |
 | sequence | ``sequence`` | ``published_counts``, ``rank_in_partitions``, ``partition_counts``, ``partition_offsets``, ``assign_commit_seq``, ``with_commit_seq``, ``event_seq`` |
 | audit | ``audit`` | ``row_buckets``, ``audit`` |
