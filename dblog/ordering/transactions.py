@@ -107,12 +107,17 @@ def _lists(keys: pa.Table, values) -> tuple[pa.Array, pa.Table]:
     return lists, heads
 
 
-def _sorted_distinct(rows: pa.Table, column: str) -> tuple[pa.Array, pa.Table]:
-    """Distinct non-null ``column`` values per (source, trx_id), sorted: ``_lists``."""
-    rows = rows.filter(pc.is_valid(rows.column(column))).select([*KEYS, column])
-    rows = rows.group_by([*KEYS, column], use_threads=False).aggregate([]) \
-        .sort_by([("source", "ascending"), ("trx_id", "ascending"), (column, "ascending")])
-    return _lists(rows.select(KEYS), rows.column(column))
+def _distinct_targets(rows: pa.Table) -> pa.Table:
+    """(source, trx_id, undo_of) of ``rows``, distinct, non-null targets, sorted."""
+    rows = rows.filter(pc.is_valid(rows.column("undo_of"))).select([*KEYS, "undo_of"])
+    return rows.group_by([*KEYS, "undo_of"], use_threads=False).aggregate([]) \
+        .sort_by([("source", "ascending"), ("trx_id", "ascending"), ("undo_of", "ascending")])
+
+
+def _undo_rows(rows: pa.Table):
+    """Mask of the undo rows of the transactions (not of reassembled changes)."""
+    return pc.fill_null(pc.and_(pc.fill_null(rows.column("_in_trx"), False),
+                                pc.equal(rows.column("kind"), "undo")), False)
 
 
 def partial(rows: pa.Table) -> pa.Table:
@@ -122,7 +127,6 @@ def partial(rows: pa.Table) -> pa.Table:
     kind, end = rows.column("kind"), rows.column("trx_end")
     commit_end = pc.fill_null(pc.and_(in_trx, pc.equal(end, "commit")), False)
     begin = pc.fill_null(pc.and_(in_trx, pc.equal(kind, "begin")), False)
-    undo = pc.fill_null(pc.and_(in_trx, pc.equal(kind, "undo")), False)
     change = pc.fill_null(pc.equal(kind, "change"), False)
     position = rows.column("position")
     parts = pa.table({
@@ -143,15 +147,14 @@ def partial(rows: pa.Table) -> pa.Table:
                            if c != "n_comp"])
 
     # the changes an undo row of their transaction undoes (they are in these rows with it)
-    targets = rows.filter(undo).select([*KEYS, "undo_of"])
+    targets = _distinct_targets(rows.filter(_undo_rows(rows)))
     changes = rows.filter(change).select([*KEYS, "position"])
-    comp = changes.join(targets.group_by([*KEYS, "undo_of"], use_threads=False).aggregate([]),
-                        [*KEYS, "position"], [*KEYS, "undo_of"], join_type="left semi",
+    comp = changes.join(targets, [*KEYS, "position"], [*KEYS, "undo_of"], join_type="left semi",
                         use_threads=False) \
         .group_by(KEYS, use_threads=False).aggregate([([], "count_all")])
     comp = pa.table({"source": comp.column("source"), "trx_id": comp.column("trx_id"),
                      "n_comp": comp.column("count_all")})
-    lists, heads = _sorted_distinct(targets, "undo_of")
+    lists, heads = _lists(targets.select(KEYS), targets.column("undo_of"))
     g = g.join(comp, KEYS, join_type="left outer", use_threads=False) \
         .join(heads, KEYS, join_type="left outer", use_threads=False)
     return pa.table([*(g.column(c) for c in KEYS), *(g.column(c) for c, _ in MERGE[:-1]),
@@ -173,7 +176,8 @@ def merge(partials: pa.Table) -> pa.Table:
     else:
         targets = pa.table({"source": pa.array([], pa.string()), "trx_id": pa.array([], pa.string()),
                             "undo_of": pa.array([], pa.string())})
-    lists, heads = _sorted_distinct(targets, "undo_of")
+    targets = _distinct_targets(targets)
+    lists, heads = _lists(targets.select(KEYS), targets.column("undo_of"))
     g = g.join(heads, KEYS, join_type="left outer", use_threads=False)
     return pa.table([*(g.column(c) for c in KEYS), *(g.column(c) for c, _ in MERGE),
                      pc.take(lists, g.column("_list"))], schema=PARTIAL_SCHEMA)
@@ -249,8 +253,7 @@ def stream_summarize(batches, chunk_rows: int = CHUNK_ROWS):
             carry = partial(tail)
             if earlier is not None:
                 carry = merge(pa.concat_tables([earlier, carry]))
-            carry_undo = tail.filter(pc.fill_null(pc.and_(
-                pc.equal(tail.column("kind"), "undo"), tail.column("_in_trx")), False))
+            carry_undo = tail.filter(_undo_rows(tail))
         if done:
             out = final(pa.concat_tables(done))
             if out.num_rows:
