@@ -116,4 +116,60 @@ def test_spark_workers_are_forked_from_the_preloaded_daemon(spark):
         # loaded before the task's function was unpickled (probe's module imports none of them)
         assert {"pyarrow", "pandas", "dblog.decode", "decoders.rdb.decoder",
                 "decoders.informix.decoder"} <= set(got["loaded"]), got
+        # no task re-reads the zip directories of the workers' path (CPython < 3.12)
+        assert got["lazy_zip"] is (sys.version_info < (3, 12)), got
 
+
+
+_ZIP_CHECK = r'''
+import importlib, os, sys, zipfile, zipimport
+from dblog import pydaemon
+
+archive = sys.argv[1]
+def write(modules):
+    with zipfile.ZipFile(archive, "w") as z:
+        for name, text in modules.items():
+            z.writestr(name + ".py", text)
+write({"zmod_a": "VALUE = 1\n", "zpkg/__init__": "", "zpkg/m1": "VALUE = 3\n"})
+sys.path.insert(0, archive)
+import zmod_a, zpkg.m1                   # two importers of the archive: its root and zpkg/
+
+reads = []
+real = zipimport._read_directory
+zipimport._read_directory = lambda path: reads.append(path) or real(path)
+importlib.invalidate_caches()
+eager = len(reads)                       # CPython 3.11 re-reads the directory here
+assert pydaemon.lazy_zip_invalidation() is (sys.version_info < (3, 12))
+assert pydaemon.lazy_zip_invalidation() is False          # installed once
+del reads[:]
+for _ in range(3):
+    importlib.invalidate_caches()
+unchanged = len(reads)
+# the archive rewritten (another size, a later time): read again, its new module imports
+write({"zmod_a": "VALUE = 1\n", "zmod_b": "VALUE = 2\n", "zpkg/__init__": "",
+       "zpkg/m1": "VALUE = 3\n", "zpkg/m2": "VALUE = 4\n"})
+st = os.stat(archive)
+os.utime(archive, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+importlib.invalidate_caches()
+changed = len(reads)
+import zmod_b
+import zpkg.m2        # its importer was not read again: it took the directory read just now
+importlib.invalidate_caches()
+print(eager, unchanged, changed, len(reads), zmod_a.VALUE, zmod_b.VALUE, zpkg.m2.VALUE)
+'''
+
+
+def test_zip_directories_are_read_again_only_when_their_archive_changed(tmp_path):
+    """pyspark's worker calls ``importlib.invalidate_caches()`` per task; on CPython 3.11 every
+    zip importer then re-reads its archive's directory (gh-103200): after
+    ``lazy_zip_invalidation`` only a changed archive is read again, and its new contents
+    import."""
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    done = subprocess.run([sys.executable, "-c", _ZIP_CHECK, str(tmp_path / "mods.zip")],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    eager, unchanged, changed, after, a, b, m2 = map(int, done.stdout.split())
+    assert (a, b, m2) == (1, 2, 4)
+    if sys.version_info < (3, 12):
+        assert eager >= 1                # what the patch saves: one read per importer per task
+        assert unchanged == 0 and changed == 1 and after == changed
