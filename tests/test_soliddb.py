@@ -302,3 +302,26 @@ def test_split_never_cuts_between_a_before_image_and_its_pair():
             continue
         nxt = next(j for j in range(k + 1, len(parsed)) if trx[j] == trx[k])
         assert not any(k < c <= nxt for c in cut_rows), (k, nxt)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.binary(max_size=300), st.integers(1, 40))
+def test_byte_positions_scanned_a_chunk_at_a_time_are_those_of_the_whole(data, chunk):
+    """``frame_rows`` finds newlines, quotes, commas and non-ASCII bytes a chunk at a time
+    (no mask as large as the archive): the same offsets as one pass, whatever the chunk
+    size and wherever the chunks cut."""
+    import numpy as np
+
+    from decoders.soliddb import decoder as D
+
+    buf = np.frombuffer(b"\n,\"\x80" + data, np.uint8)
+    want = [np.flatnonzero(buf == 0x0A), np.flatnonzero(buf == 0x22),
+            np.flatnonzero(buf == 0x2C), np.flatnonzero(buf >= 0x80)]
+    saved = D.SCAN_CHUNK
+    try:
+        D.SCAN_CHUNK = chunk
+        got = D.byte_positions(buf)
+    finally:
+        D.SCAN_CHUNK = saved
+    for g, w in zip(got, want):
+        assert g.dtype == np.int64 and g.tolist() == w.tolist()
