@@ -199,12 +199,71 @@ def _floats(arr: pa.Array, single: bool) -> pa.Array:
         odd = np.zeros(len(v), dtype=bool)
     valid = ~np.asarray(vals.is_null().to_numpy(zero_copy_only=False), dtype=bool)
     redo = valid & (~finite | (has_e != want_sci) | odd)
+    if single and redo.any():
+        # Arrow's shortest digits laid out the other way (no Python per value): scientific
+        # from 1e10 where numpy is positional below 1e16, positional from 1e-6 where numpy
+        # is scientific below 1e-5; powers of two, zero and non-finite values stay below
+        text, redo = _single_layout(text, redo & finite & ~odd & has_e & ~want_sci,
+                                    redo & finite & ~odd & ~has_e & want_sci, redo)
     if redo.any():
         rows = np.flatnonzero(redo)
         ref = C._r_float4 if single else C._r_float
         fixed = [ref(x) for x in vals.take(pa.array(rows)).to_pylist()]
         text = _patch(text, rows, fixed)
     return text
+
+
+_SCI = r"^(?P<sign>-?)(?P<lead>[0-9])(?:\.(?P<frac>[0-9]+))?e(?P<exp>[0-9]{2})$"
+_SMALL = r"^(?P<sign>-?)0\.(?P<zeros>0+)(?P<digits>[1-9][0-9]*)$"
+
+
+def _single_layout(text: pa.Array, to_positional: np.ndarray, to_scientific: np.ndarray,
+                   redo: np.ndarray) -> tuple[pa.Array, np.ndarray]:
+    """``text`` (Arrow's shortest digits of singles, exponents laid out as numpy's) with the
+    rows of ``to_positional`` (``d.ddde15``: digits, then zeros up to the exponent) and of
+    ``to_scientific`` (``0.00000ddd``: ``d.dde-06``) laid out as ``codecs.float4_text`` does;
+    returns it and ``redo`` without the rows done (a text of neither form stays to redo)."""
+    done_rows, done_text = [], []
+    rows = np.flatnonzero(to_positional)
+    if len(rows):
+        part = text.take(pa.array(rows))
+        ok = pc.fill_null(pc.match_substring_regex(part, _SCI), False).to_numpy(zero_copy_only=False)
+        # only where the digits end before the point (exponent >= digits after the point)
+        m = pc.extract_regex(part, _SCI)
+        frac = pc.fill_null(m.field("frac"), "")
+        exp = pc.cast(pc.fill_null(m.field("exp"), "0"), pa.int64())
+        pad = pc.subtract(exp, pc.utf8_length(frac).cast(pa.int64())).to_numpy(zero_copy_only=False)
+        ok &= pad >= 0
+        if ok.any():
+            zeros = pc.binary_repeat(pa.scalar("0"), pa.array(np.maximum(pad, 0)))
+            laid = pc.binary_join_element_wise(pc.fill_null(m.field("sign"), ""),
+                                               pc.fill_null(m.field("lead"), ""), frac, zeros, _EMPTY)
+            done_rows.append(rows[ok])
+            done_text.append(laid.filter(pa.array(ok)))
+    rows = np.flatnonzero(to_scientific)
+    if len(rows):
+        part = text.take(pa.array(rows))
+        ok = pc.fill_null(pc.match_substring_regex(part, _SMALL), False).to_numpy(zero_copy_only=False)
+        if ok.any():
+            m = pc.extract_regex(part.filter(pa.array(ok)), _SMALL)
+            digits = m.field("digits")
+            rest = pc.utf8_slice_codeunits(digits, 1)
+            dot_rest = pc.if_else(pc.greater(pc.utf8_length(rest), 0),
+                                  pc.binary_join_element_wise(pa.scalar("."), rest, _EMPTY), _EMPTY)
+            exp = pc.utf8_lpad(pc.cast(pc.add(pc.utf8_length(m.field("zeros")), 1), pa.string()),
+                               width=2, padding="0")
+            laid = pc.binary_join_element_wise(m.field("sign"), pc.utf8_slice_codeunits(digits, 0, 1),
+                                               dot_rest, pa.scalar("e-"), exp, _EMPTY)
+            done_rows.append(rows[ok])
+            done_text.append(laid)
+    if not done_rows:
+        return text, redo
+    order = np.concatenate(done_rows)
+    values = pa.concat_arrays([a.cast(pa.string()) for a in done_text]).take(pa.array(np.argsort(order, kind="stable")))
+    mask = np.zeros(len(text), dtype=bool)
+    mask[order] = True
+    redo = redo & ~mask
+    return pc.replace_with_mask(text, pa.array(mask), values), redo
 
 
 def _patch(text: pa.Array, rows: np.ndarray, values: list[str]) -> pa.Array:

@@ -85,6 +85,31 @@ def test_floats_against_reference_on_random_bit_patterns():
     assert not bad_d[:5] and not bad_s[:5]
 
 
+def test_singles_laid_out_the_other_way_than_arrow_are_relaid_without_python_per_value(monkeypatch):
+    """Arrow writes singles from 1e10 in scientific form and from 1e-6 positionally; numpy's
+    layout (``codecs.float4_text``) switches at 1e16 and 1e-5. Those values are laid out
+    again from Arrow's digits with Arrow compute: the same text as the reference, and the
+    per-value path only for powers of two, zero and non-finite values."""
+    from decoders import codecs as C
+
+    rng = np.random.default_rng(11)
+    big = 10.0 ** rng.uniform(10, 16, 20000)
+    small = 10.0 ** rng.uniform(-6, -5, 20000)
+    edges = [1e10, 9.999999e15, 1e16, 1e-6, 9.99999e-6, 1e-5, 2.0 ** 40, 2.0 ** -18, 0.0, -0.0,
+             float("inf"), float("nan"), 123456789.0, 3.4028235e38, 1.4e-45]
+    vals = np.concatenate([big, -big[:5000], small, -small[:5000], edges]).astype(np.float32)
+    nulls = rng.random(len(vals)) < 0.05
+    calls = []
+    real = C._r_float4
+    monkeypatch.setattr(C, "_r_float4", lambda v: calls.append(v) or real(v))
+    got = render_values(Column("R", "REAL"), pa.array(vals, mask=nulls)).to_pylist()
+    want = ["null" if m else real(float(v)) for v, m in zip(vals, nulls)]
+    assert [(float(v), g, w) for v, g, w in zip(vals, got, want) if g != w][:5] == []
+    bits = vals.view(np.uint32)
+    per_value = (~nulls & (((bits & 0x7FFFFF) == 0) | ~np.isfinite(vals))).sum()
+    assert len(calls) == per_value
+
+
 def test_a_control_character_or_quote_anywhere():
     col = Column("S", "VARCHAR", length=100)
     texts = ["plain", 'q"uote', "back\\slash", "nl\n", "\x00", "tab\t", "\u0085", "\ud7ff", "😀"]
