@@ -223,6 +223,8 @@ def _single_layout(text: pa.Array, to_positional: np.ndarray, to_scientific: np.
     rows of ``to_positional`` (``d.ddde15``: digits, then zeros up to the exponent) and of
     ``to_scientific`` (``0.00000ddd``: ``d.dde-06``) laid out as ``codecs.float4_text`` does;
     returns it and ``redo`` without the rows done (a text of neither form stays to redo)."""
+    if isinstance(text, pa.ChunkedArray):
+        text = text.combine_chunks()
     done_rows, done_text = [], []
     rows = np.flatnonzero(to_positional)
     if len(rows):

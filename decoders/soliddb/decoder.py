@@ -283,6 +283,7 @@ class Rows:
 
 
 SCAN_CHUNK = 1 << 22    # bytes a byte-class scan looks at at once (``byte_positions``)
+_DIGIT_BLOCK = 1 << 16  # id fields whose digits ``split`` reads as one matrix
 
 
 def byte_positions(buf: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -589,12 +590,16 @@ def _split_ids(buf: np.ndarray, rows: Rows, which: np.ndarray
         acc = np.zeros(len(has), dtype=np.int64)
         good = np.ones(len(has), dtype=bool)
         # the fields of one length at a time, as a matrix of their digits (a field's length
-        # takes few values: one gather and one product per length, not a pass per digit)
+        # takes few values: one gather and one product per length, not a pass per digit),
+        # ``_DIGIT_BLOCK`` fields at a time (the matrix's memory stays bounded)
         for width in np.unique(length).tolist():
-            rows = np.flatnonzero(length == width)
-            digits = buf[a[rows, None] + np.arange(width)].astype(np.int64) - 0x30
-            good[rows] = ((digits >= 0) & (digits <= 9)).all(axis=1)
-            acc[rows] = digits @ (10 ** np.arange(width - 1, -1, -1, dtype=np.int64))
+            same = np.flatnonzero(length == width)
+            powers = 10 ** np.arange(width - 1, -1, -1, dtype=np.int64)
+            for lo in range(0, len(same), _DIGIT_BLOCK):
+                sel = same[lo:lo + _DIGIT_BLOCK]
+                digits = buf[a[sel, None] + np.arange(width)].astype(np.int64) - 0x30
+                good[sel] = ((digits >= 0) & (digits <= 9)).all(axis=1)
+                acc[sel] = digits @ powers
         value[has] = np.where(good, acc, -1)
         ok[has[~good]] = False
         return value, ok
