@@ -226,38 +226,39 @@ def _single_layout(text: pa.Array, to_positional: np.ndarray, to_scientific: np.
     if isinstance(text, pa.ChunkedArray):
         text = text.combine_chunks()
     done_rows, done_text = [], []
-    rows = np.flatnonzero(to_positional)
+
+    def matched(mask: np.ndarray, pattern: str):
+        """The rows of ``mask`` whose text matches ``pattern``, and its groups there (one
+        regular-expression pass: a row that does not match is a null struct)."""
+        rows = np.flatnonzero(mask)
+        m = pc.extract_regex(text.take(pa.array(rows)), pattern)
+        ok = m.is_valid()
+        return rows[ok.to_numpy(zero_copy_only=False)], m.filter(ok)
+
+    rows, m = matched(to_positional, _SCI)
     if len(rows):
-        part = text.take(pa.array(rows))
-        ok = pc.fill_null(pc.match_substring_regex(part, _SCI), False).to_numpy(zero_copy_only=False)
-        # only where the digits end before the point (exponent >= digits after the point)
-        m = pc.extract_regex(part, _SCI)
         frac = pc.fill_null(m.field("frac"), "")
-        exp = pc.cast(pc.fill_null(m.field("exp"), "0"), pa.int64())
-        pad = pc.subtract(exp, pc.utf8_length(frac).cast(pa.int64())).to_numpy(zero_copy_only=False)
-        ok &= pad >= 0
+        # only where the digits end before the point (exponent >= digits after the point)
+        pad = pc.subtract(pc.cast(m.field("exp"), pa.int64()),
+                          pc.utf8_length(frac).cast(pa.int64())).to_numpy(zero_copy_only=False)
+        ok = pad >= 0
         if ok.any():
             zeros = pc.binary_repeat(pa.scalar("0"), pa.array(np.maximum(pad, 0)))
-            laid = pc.binary_join_element_wise(pc.fill_null(m.field("sign"), ""),
-                                               pc.fill_null(m.field("lead"), ""), frac, zeros, _EMPTY)
+            laid = pc.binary_join_element_wise(m.field("sign"), m.field("lead"), frac, zeros, _EMPTY)
             done_rows.append(rows[ok])
             done_text.append(laid.filter(pa.array(ok)))
-    rows = np.flatnonzero(to_scientific)
+    rows, m = matched(to_scientific, _SMALL)
     if len(rows):
-        part = text.take(pa.array(rows))
-        ok = pc.fill_null(pc.match_substring_regex(part, _SMALL), False).to_numpy(zero_copy_only=False)
-        if ok.any():
-            m = pc.extract_regex(part.filter(pa.array(ok)), _SMALL)
-            digits = m.field("digits")
-            rest = pc.utf8_slice_codeunits(digits, 1)
-            dot_rest = pc.if_else(pc.greater(pc.utf8_length(rest), 0),
-                                  pc.binary_join_element_wise(pa.scalar("."), rest, _EMPTY), _EMPTY)
-            exp = pc.utf8_lpad(pc.cast(pc.add(pc.utf8_length(m.field("zeros")), 1), pa.string()),
-                               width=2, padding="0")
-            laid = pc.binary_join_element_wise(m.field("sign"), pc.utf8_slice_codeunits(digits, 0, 1),
-                                               dot_rest, pa.scalar("e-"), exp, _EMPTY)
-            done_rows.append(rows[ok])
-            done_text.append(laid)
+        digits = m.field("digits")
+        rest = pc.utf8_slice_codeunits(digits, 1)
+        dot_rest = pc.if_else(pc.greater(pc.utf8_length(rest), 0),
+                              pc.binary_join_element_wise(pa.scalar("."), rest, _EMPTY), _EMPTY)
+        exp = pc.utf8_lpad(pc.cast(pc.add(pc.utf8_length(m.field("zeros")), 1), pa.string()),
+                           width=2, padding="0")
+        laid = pc.binary_join_element_wise(m.field("sign"), pc.utf8_slice_codeunits(digits, 0, 1),
+                                           dot_rest, pa.scalar("e-"), exp, _EMPTY)
+        done_rows.append(rows)
+        done_text.append(laid)
     if not done_rows:
         return text, redo
     order = np.concatenate(done_rows)
