@@ -118,3 +118,158 @@ def test_a_huge_transaction_is_never_held_whole():
     assert got[0]["event_count"] == n - 1 - 3
     assert got[0]["undone"] == ["000007", "100500", f"{n - 1:06d}"]
     assert max(seen) <= 1_000 + 3 and len(seen) >= n // 1_000
+
+
+# ----------------------------------------------------------------- the audit's sums in the pass
+
+AUDIT_TYPES = {"n_records": pa.int32(), "n_bytes": pa.int64(), "_audit": pa.bool_(),
+               "_in_trx": pa.bool_()}
+
+
+def audit_table(rows: list[dict]) -> pa.Table:
+    cols = {c: pa.array([r.get(c) for r in rows], TYPES.get(c, pa.string())) for c in NARROW_COLUMNS}
+    for c in ["archive_file", "rule"]:
+        cols[c] = pa.array([r.get(c) for r in rows], pa.string())
+    for c, default in [("n_records", 1), ("n_bytes", 10), ("_audit", True), ("_in_trx", True)]:
+        cols[c] = pa.array([r.get(c, default) for r in rows], AUDIT_TYPES[c])
+    return pa.table(cols)
+
+
+def audit_rows(rnd: random.Random, n: int, trx: int) -> list[dict]:
+    """``random_rows`` with every kind the audit tells apart, archives, records, bytes, skip
+    rules (some missing) and rows the audit does not count (``_audit`` false)."""
+    rows = random_rows(rnd, n, trx)
+    for r in rows:
+        if r["_in_trx"] and rnd.random() < 0.25:
+            r["kind"] = rnd.choice(["quarantine", "skip", "control"])
+        r["archive_file"] = rnd.choice(["a.log", "b.log", None])
+        r["n_records"] = rnd.choice([0, 1, 1, 2])
+        r["n_bytes"] = rnd.choice([None, 7, 100, 4096])
+        r["rule"] = rnd.choice([None, "nop", "ddl"]) if r["kind"] == "skip" else None
+        r["_audit"] = r["_in_trx"] and rnd.random() > 0.1
+    return rows
+
+
+def buckets_by_rule(rows: list[dict]) -> dict:
+    """The audit's sums computed row by row from the rules in ``classify`` (the transactions'
+    outcome from ``summarize``, itself checked against Spark SQL)."""
+    t = audit_table(rows)
+    trx = {(r["source"], r["trx_id"]): r for r in summarize(t).to_pylist()}
+    out: dict = {}
+    for r in rows:
+        if not r["_audit"]:
+            continue
+        x = trx[(r["source"], r["trx_id"])]
+        status, kind = x["status"], r["kind"]
+        if kind == "change":
+            if status == "open":
+                b = "held_open"
+            elif status == "rolled_back":
+                b = "skipped:rolled_back"
+            elif x["capture_off"]:
+                b = "skipped:capture_off"
+            elif r["position"] is not None and r["position"] in (x["undone"] or []):
+                b = "skipped:compensated"
+            else:
+                b = "published"
+        elif kind == "quarantine":
+            b = "quarantined"
+        elif kind == "skip":
+            b = None if r["rule"] is None else "skipped:" + r["rule"]
+        else:
+            b = "held_open" if status == "open" else "control"
+        key = (r["source"], r["format"], r["archive_file"], b)
+        n, nb = out.get(key, (0, None))
+        out[key] = (n + r["n_records"], nb if r["n_bytes"] is None else (nb or 0) + r["n_bytes"])
+    return out
+
+
+def sums_of(tables: list[pa.Table]) -> dict:
+    out: dict = {}
+    for t in tables:
+        for r in t.to_pylist():
+            key = (r["source"], r["format"], r["archive_file"], r["bucket"])
+            n, nb = out.get(key, (0, None))
+            out[key] = (n + r["n_records"],
+                        nb if r["n_bytes"] is None else (nb or 0) + r["n_bytes"])
+    return {k: v for k, v in out.items() if v != (0, None) or k in out}
+
+
+@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize("chunk", [1, 3, 17, 10_000])
+def test_the_streams_audit_sums_follow_the_rules_whatever_the_chunks(seed, chunk):
+    """Every audited row in the bucket ``classify``'s rules give it, counted once: undo rows
+    read again with a carried transaction are not counted twice, a transaction's changes
+    before and after a chunk boundary get its final outcome."""
+    from dblog.ordering.transactions import AUDIT_PARTIAL_SCHEMA
+
+    rnd = random.Random(100 + seed)
+    rows = audit_rows(rnd, rnd.randrange(1, 400), rnd.choice([1, 3, 40]))
+    t = sorted_for_stream(audit_table(rows))
+    sums: list[pa.Table] = []
+    got_trx = rows_of(stream_summarize(t.to_batches(max_chunksize=rnd.choice([1, 3, 64])),
+                                       chunk_rows=chunk, audit=sums))
+    assert got_trx == sorted(summarize(t).to_pylist(), key=lambda r: (r["source"], r["trx_id"]))
+    assert all(s.schema == AUDIT_PARTIAL_SCHEMA for s in sums)
+    want = buckets_by_rule(rows)
+    assert sums_of(sums) == want
+    assert sum(n for n, _ in want.values()) == sum(r["n_records"] for r in rows if r["_audit"])
+
+
+def test_a_huge_transactions_audit_is_carried_as_sums():
+    """One transaction of 50,000 changes in chunks of 1,000: the audit's carried state stays
+    one row per archive and category, and its undone changes are found in every chunk."""
+    import dblog.ordering.transactions as T
+
+    n = 50_000
+    rows = [{"source": "s1", "trx_id": "1", "kind": "undo", "position": "u0", "undo_of": "049999",
+             "archive_file": "a.log"}]
+    rows += [{"source": "s1", "trx_id": "1", "kind": "change", "position": f"{i:06d}",
+              "archive_file": "ab"[i % 2] + ".log"} for i in range(n)]
+    rows.append({"source": "s1", "trx_id": "1", "kind": "commit", "position": "999999",
+                 "trx_end": "commit", "commit_position": "999999", "archive_file": "b.log"})
+    t = sorted_for_stream(audit_table(rows))
+    widest = []
+    real = T._sum_categories
+
+    def spy(x):
+        out = real(x)
+        widest.append(out.num_rows)
+        return out
+
+    T._sum_categories = spy
+    try:
+        sums: list[pa.Table] = []
+        list(stream_summarize(t.to_batches(max_chunksize=500), chunk_rows=1_000, audit=sums))
+    finally:
+        T._sum_categories = real
+    assert sums_of(sums) == {("s1", None, "a.log", "published"): (n // 2, 10 * n // 2),
+                             ("s1", None, "b.log", "published"): (n // 2 - 1, 10 * (n // 2 - 1)),
+                             ("s1", None, "b.log", "skipped:compensated"): (1, 10),
+                             ("s1", None, "a.log", "control"): (1, 10),
+                             ("s1", None, "b.log", "control"): (1, 10)}
+    assert max(widest) <= 4
+
+
+def test_the_audit_sums_of_a_task_are_written_whole(tmp_path):
+    import pyarrow.parquet as pq
+
+    from dblog.ordering.transactions import (AUDIT_PARTIAL_SCHEMA, audit_buckets,
+                                             audit_categories, write_audit_partial)
+
+    t = audit_table([{"source": "s1", "trx_id": "1", "kind": "change", "position": "1",
+                      "archive_file": "a.log", "format": "rdb"},
+                     {"source": "s1", "trx_id": "1", "kind": "commit", "trx_end": "commit",
+                      "commit_position": "2", "archive_file": "a.log", "format": "rdb"}])
+    part = audit_buckets(audit_categories(t), summarize(t))
+    write_audit_partial(str(tmp_path), "part-00003.parquet", [part, part])
+    write_audit_partial(str(tmp_path), "part-00004.parquet", [])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["part-00003.parquet", "part-00004.parquet"]
+    got = pq.read_table(tmp_path / "part-00003.parquet")
+    assert got.schema == AUDIT_PARTIAL_SCHEMA
+    assert sorted(got.to_pylist(), key=lambda r: r["bucket"]) == [
+        {"source": "s1", "format": "rdb", "archive_file": "a.log", "bucket": "control",
+         "n_records": 2, "n_bytes": 20},
+        {"source": "s1", "format": "rdb", "archive_file": "a.log", "bucket": "published",
+         "n_records": 2, "n_bytes": 20}]
+    assert pq.read_table(tmp_path / "part-00004.parquet").num_rows == 0
