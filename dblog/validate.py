@@ -111,8 +111,16 @@ def prepare_changes(spark, manifest: dict, run_dir: Path):
               | (F.col("op").isin("c", "m", "u") & F.col("after").isNotNull())
               | ((F.col("op") == "d") & F.col("before").isNotNull())
               | F.col("op").isin("t", "ddl"))
-    return ch.join(known, ["source", "table_id"], "left").join(base, "source", "left") \
-        .withColumn("prev_seq", prev_seq).withColumn("prev_trx", prev_trx) \
+    # the row's own checks first, so that only narrow columns go through the window's
+    # shuffle and sort (not the row images ``images_present`` reads)
+    rows = ch.join(known, ["source", "table_id"], "left").join(base, "source", "left").select(
+        "source", "commit_seq", "event_seq", "op", "trx_id", "commit_position", "seq_base",
+        F.coalesce(images, F.lit(False)).alias("images_present"),
+        (F.col("commit_ts").isNull() | ((F.col("commit_ts") >= F.lit(lo))
+                                        & (F.col("commit_ts") < F.lit(hi))))
+        .alias("commit_ts_in_window"),
+        ((F.col("op") == "ddl") | F.coalesce("in_catalog", F.lit(False))).alias("table_known"))
+    return rows.withColumn("prev_seq", prev_seq).withColumn("prev_trx", prev_trx) \
         .select(
             "source", "commit_seq", "event_seq", "op", "trx_id",
             F.coalesce(
@@ -120,11 +128,7 @@ def prepare_changes(spark, manifest: dict, run_dir: Path):
                 .when(F.col("prev_trx") == F.col("trx_id"), F.col("commit_seq") == F.col("prev_seq"))
                 .otherwise(F.col("commit_seq") == F.col("prev_seq") + 1),
                 F.lit(False)).alias("seq_follows_commit_order"),
-            F.coalesce(images, F.lit(False)).alias("images_present"),
-            (F.col("commit_ts").isNull() | ((F.col("commit_ts") >= F.lit(lo))
-                                            & (F.col("commit_ts") < F.lit(hi))))
-            .alias("commit_ts_in_window"),
-            ((F.col("op") == "ddl") | F.coalesce("in_catalog", F.lit(False))).alias("table_known"),
+            "images_present", "commit_ts_in_window", "table_known",
         )
 
 
