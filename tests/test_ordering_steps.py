@@ -489,6 +489,29 @@ def test_quarantine_rows_from_decoder_segments_and_orphans(spark):
     same(got, want)
 
 
+def test_quarantined_pieces_keep_only_the_bytes_they_show(spark):
+    """``quarantine_pieces`` cuts ``seg_data`` to the ``RAW_BYTES`` that ``raw_hex`` shows
+    before the joins that decide the pieces' buckets: the quarantine row is the one the
+    whole piece gives."""
+    from pyspark.sql import functions as F
+
+    from dblog.ordering.quarantine import RAW_BYTES, quarantine_pieces, segment_quarantine
+
+    data = bytes(range(256)) * 4
+    ev = events(spark, [{"kind": "segment", "seg_key": "k", "seg_num": 1, "seg_total": 2,
+                         "trx_id": "7", "seg_data": data, "after": "x" * 5000},
+                        {"kind": "change", "trx_id": "7", "position": "1"}])
+    pieces = quarantine_pieces(ev)
+    assert "after" not in pieces.columns and "before" not in pieces.columns
+    assert [len(r["seg_data"]) for r in pieces.collect()] == [RAW_BYTES]
+    tag = ["'quarantined' AS bucket", "'incomplete_segments' AS q_class",
+           "CAST(NULL AS STRING) AS r_class", "CAST(NULL AS STRING) AS r_message"]
+    whole = ev.filter(F.col("kind") == "segment")
+    got = segment_quarantine(pieces.selectExpr("*", *tag)).collect()
+    want = segment_quarantine(whole.selectExpr("*", *tag)).collect()
+    assert got == want and got[0]["raw_hex"] == data[:RAW_BYTES].hex().upper()
+
+
 # ----------------------------------------------------------------- repeated positions
 
 @pytest.mark.parametrize("path", ["broadcast", "shuffle"])

@@ -10,6 +10,19 @@ from .classify import QUARANTINED
 
 QUARANTINE_FIELDS = ["source", "format", "archive_file", "record_offset", "error_class", "message",
                      "raw_hex", "n_records", "n_bytes"]
+RAW_BYTES = 256      # bytes of a quarantined segment piece shown in ``raw_hex`` (512 hex digits)
+PIECE_COLUMNS = ["source", "format", "archive_file", "record_offset", "trx_id", "seg_key",
+                 "seg_num", "seg_total", "n_records", "n_bytes"]
+
+
+def quarantine_pieces(events):
+    """The night's segment pieces as ``segment_quarantine`` needs them: the columns it reads,
+    ``seg_data`` cut to the ``RAW_BYTES`` it shows, so that the joins which decide the
+    pieces' buckets shuffle at most that much of each piece, not whole segments."""
+    from pyspark.sql import functions as F
+
+    return events.filter(F.col("kind") == "segment").select(
+        *PIECE_COLUMNS, F.substring("seg_data", 1, RAW_BYTES).alias("seg_data"))
 
 
 def decoder_quarantine(events):
@@ -30,7 +43,7 @@ def segment_quarantine(bucketed_pieces):
             F.lit("segment "), F.col("seg_num").cast("string"), F.lit(" of "),
             F.col("seg_total").cast("string"), F.lit(" of record "), F.col("seg_key"),
             F.lit(": the group never completed (committed unit of recovery)"))).alias("message"),
-        F.substring(F.hex("seg_data"), 1, 512).alias("raw_hex"), "n_records", "n_bytes")
+        F.substring(F.hex("seg_data"), 1, 2 * RAW_BYTES).alias("raw_hex"), "n_records", "n_bytes")
 
 
 def orphan_quarantine(changes):

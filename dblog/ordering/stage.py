@@ -40,7 +40,8 @@ from . import sequence
 from .audit import audit, row_buckets
 from .classify import QUARANTINED, published_changes, segment_buckets
 from .hooks import apply_hooks, format_hooks, hooked_rows
-from .quarantine import decoder_quarantine, orphan_quarantine, quarantine, segment_quarantine
+from .quarantine import (decoder_quarantine, orphan_quarantine, quarantine, quarantine_pieces,
+                         segment_quarantine)
 from .schema import (AUDIT, AUDIT_COLUMNS, CHANGES, QUARANTINE, QUARANTINE_COLUMNS,
                      STATE, SUMMARY, TRANSACTION_COLUMNS, TRANSACTIONS, WORK, parquet_options)
 from .segments import (empty_groups, formats_with_segments, reassemble, reassembled_changes,
@@ -224,8 +225,8 @@ def order_stage(spark, manifest: dict, run_dir: Path) -> dict:
         ev, AUDIT_COLUMNS)
     parts = [decoder_quarantine(ev)]
     if groups is not None:
-        pieces = ev.filter(F.col("kind") == "segment")
-        parts.append(segment_quarantine(segment_buckets(pieces, groups, trx_counts, few)))
+        parts.append(segment_quarantine(segment_buckets(quarantine_pieces(ev), groups, trx_counts,
+                                                        few)))
     parts.append(orphan_quarantine(changes))
     out_q = quarantine(*parts).select(*_columns(QUARANTINE_COLUMNS, night))
 
