@@ -415,53 +415,6 @@ def test_row_buckets_and_audit_add_up_per_archive(spark):
     same(got, want)
 
 
-def test_the_audit_from_the_transactions_pass_equals_the_audit_by_join(spark, tmp_path):
-    """The audit with the rows that have a ``trx_id`` summed by the transactions step
-    (``transaction_counts(audit_dir=...)``) equals the audit that joins every row with its
-    transaction: a seeded night of every kind, held rows from state, rows without a
-    transaction, several archives and sources, in one partition and in ten."""
-    import random
-
-    from pyspark.sql import functions as F
-
-    from dblog.ordering.audit import audit, row_buckets
-    from dblog.ordering.transactions import AUDIT_PARTIAL_DDL, transaction_counts
-
-    rnd = random.Random(11)
-    kinds = ["begin", "change", "change", "change", "undo", "commit", "abort", "control",
-             "carry", "skip", "quarantine"]
-    rows = []
-    for _ in range(700):
-        kind = rnd.choice(kinds)
-        src = rnd.choice(["s1", "s2"])
-        rows.append({
-            "source": src, "kind": kind, "archive_file": f"{src}/{rnd.choice('ab')}.log",
-            "trx_id": rnd.choice([None, *[str(t) for t in range(30)]]),
-            "position": rnd.choice([None, f"{rnd.randrange(90):04d}"]),
-            "flag": rnd.choice([None, "capture_off"]) if kind == "begin" else None,
-            "trx_end": rnd.choice([None, None, "commit", "abort"]),
-            "commit_position": rnd.choice([None, f"{rnd.randrange(90):04d}"]),
-            "undo_of": rnd.choice([None, f"{rnd.randrange(90):04d}"]) if kind == "undo" else None,
-            "rule": rnd.choice(["nop", "ddl", None]) if kind == "skip" else None,
-            "n_records": rnd.choice([0, 1, 1, 2]), "n_bytes": rnd.choice([None, 10, 300]),
-            "seg_key": rnd.choice([None] * 9 + ["k"]), "from_state": rnd.random() < 0.1,
-        })
-    ev = events(spark, rows)
-    listed = spark.createDataFrame([(s, "soliddb", f"{s}/{f}.log") for s in ("s1", "s2") for f in "ab"],
-                                   "source STRING, format STRING, archive_file STRING")
-    for parts in (None, 10_000_000):
-        folder = tmp_path / f"sums-{parts}"
-        folder.mkdir()
-        trx = transaction_counts(ev, rows=parts, audit_dir=str(folder)).localCheckpoint()
-        summed = spark.read.schema(AUDIT_PARTIAL_DDL).parquet(str(folder))
-        if parts:                       # one file per partition
-            assert len([f for f in folder.iterdir() if f.name.startswith("part-")]) == 10
-        want = audit(row_buckets(ev, trx), listed)
-        got = audit(row_buckets(ev, trx, summed=summed), listed)
-        assert want.agg(F.sum("published")).first()[0] > 0
-        same(got, want)
-
-
 # ----------------------------------------------------------------- quarantine
 
 def test_quarantine_rows_from_decoder_segments_and_orphans(spark):

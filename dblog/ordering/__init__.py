@@ -7,7 +7,7 @@
 | transactions | ``transactions`` | ``transaction_counts`` (``stream_summarize``, ``partial``, ``merge``, ``final``: Arrow, in the Python workers) |
 | classify | ``classify`` | ``classify``, ``segment_buckets``, ``with_transaction`` |
 | sequence | ``sequence`` | ``published_counts``, ``rank_in_partitions``, ``partition_counts``, ``partition_offsets``, ``assign_commit_seq``, ``with_commit_seq``, ``event_seq`` |
-| audit | ``audit`` | ``row_buckets`` (the rows with a ``trx_id`` summed by the transactions pass: ``audit_categories``, ``audit_buckets``), ``audit`` |
+| audit | ``audit`` | ``row_buckets``, ``audit`` |
 | quarantine | ``quarantine`` | ``decoder_quarantine``, ``segment_quarantine``, ``orphan_quarantine``, ``quarantine`` |
 | held state | ``state`` | ``held_rows``, ``carry_rows`` |
 

@@ -14,38 +14,23 @@ NARROW = ["source", "format", "archive_file", "n_records", "n_bytes", "from_stat
           "trx_id", "position", "seg_key"]
 
 
-def row_buckets(events, trx, groups=None, broadcast: bool = False, summed=None):
+def row_buckets(events, trx, groups=None, broadcast: bool = False):
     """Every row read tonight (not from state, not ``carry``) -> ``BUCKET_COLUMNS``.
 
     Changes and the other rows meet their transaction in one join; segment pieces (only when
-    ``groups``, the reassembly's outcome, is given) go through ``segment_buckets``.
-
-    ``summed``: the sums the transactions step already made of the rows with a ``trx_id``
-    (``transactions.AUDIT_PARTIAL_DDL``, per source, format, archive and bucket): only the
-    rows without one are bucketed here, with no join (they have no transaction), and the
-    sums stand for the others."""
+    ``groups``, the reassembly's outcome, is given) go through ``segment_buckets``."""
     from pyspark.sql import functions as F
 
-    from .transactions import audited
-
     kind = F.col("kind")
-    rows = events.filter(audited(kind, F.col("from_state"), F.col("seg_key"), F.col("n_records"))) \
+    rows = events.filter(~F.col("from_state") & ~kind.isin("segment", "carry")) \
+        .filter((kind != "change") | (F.col("seg_key").isNull() & (F.col("n_records") > 0))) \
         .select(*NARROW)
-    if summed is not None:
-        rows = rows.filter(F.col("trx_id").isNull()).withColumns({
-            "status": F.lit(None).cast("string"), "capture_off": F.lit(None).cast("boolean"),
-            "undone": F.lit(None).cast("array<string>")})
-    else:
-        rows = with_transaction(rows, trx, ["status", "capture_off", "undone"], broadcast)
+    rows = with_transaction(rows, trx, ["status", "capture_off", "undone"], broadcast)
     bucket = F.when(kind == "change", change_bucket(F.col("trx_id"), F.col("status"),
                                                    F.col("capture_off"), F.col("undone"),
                                                    F.col("position"))) \
         .otherwise(other_bucket(kind, F.col("rule"), F.col("status")))
     out = rows.withColumn("bucket", bucket).select(*BUCKET_COLUMNS)
-    if summed is not None:
-        out = out.unionByName(summed.select(
-            "source", "format", "archive_file", F.col("n_records").cast("long").alias("n_records"),
-            "n_bytes", F.lit(False).alias("from_state"), "bucket"))
     if groups is not None:
         pieces = events.filter(~F.col("from_state") & (kind == "segment")).select(*NARROW)
         out = out.unionByName(segment_buckets(pieces, groups, trx, broadcast).select(*BUCKET_COLUMNS))

@@ -13,8 +13,6 @@ recomputing:
 ``segments``  one row per segment group (reassembled change or outcome); only when a
               source's format writes segments
 ``trx_counts`` one row per transaction: outcome and published change count
-``trx_audit`` the audit's sums of the rows with a ``trx_id`` (per archive and bucket),
-              written by the same pass
 ``trx``       the same with the range partition and index for ``commit_seq``
 ``resolved``  the rows of formats with a ``resolve_transactions`` hook, after it
 ``seq``       the published changes, narrow: file, row index, commit_seq, event_seq, commit
@@ -47,8 +45,7 @@ from .schema import (AUDIT, AUDIT_COLUMNS, CHANGES, QUARANTINE, QUARANTINE_COLUM
 from .segments import (empty_groups, formats_with_segments, reassemble, reassembled_changes,
                        segment_groups)
 from .state import carry_rows, held_rows
-from .transactions import (AUDIT_PARTIAL_DDL, TRX_COUNTS_DDL, transaction_counts,
-                           write_audit_partial)
+from .transactions import TRX_COUNTS_DDL, transaction_counts
 from .wide import FID, ROW, SEQ, SourceFiles, seq_columns, write_changes
 
 OPEN_BROADCAST_MAX = 200_000   # open transactions up to which their keys are broadcast
@@ -131,23 +128,13 @@ def write_trx_counts(spark, ev, groups, work: Path, rows: int | None = None):
     change count, written once and read back (the ranking reads it three times: the range
     partitioner's sample, the numbered transactions, the others; and the audit, quarantine
     and held rows read it beside the ranking). ``rows``: about how many rows ``ev`` holds
-    (sizes the step's partitions). The same pass writes the audit's sums of the rows with a
-    ``trx_id`` (``ordering/trx_audit``, one file per partition). Returns the frame read back,
-    its rows (from the Parquet footers: no job) and the audit's sums."""
-    import shutil
-
+    (sizes the step's partitions). Returns the frame read back and its rows (from the
+    Parquet footers: no job)."""
     reassembled = None if groups is None else reassembled_changes(groups).select(
         "source", "trx_id", "position")
     base = str(work / "trx_counts")
-    sums = work / "trx_audit"
-    if sums.exists():
-        shutil.rmtree(sums)           # a rerun's partitions replace, never add to, these
-    sums.mkdir(parents=True)
-    # a file of no rows, so that a night whose step runs no task still reads a dataset
-    write_audit_partial(str(sums), "part-empty.parquet", [])
-    _write(transaction_counts(ev, reassembled, rows, audit_dir=str(sums)), base)
-    return (spark.read.schema(TRX_COUNTS_DDL).parquet(base), parquet_rows(base),
-            spark.read.schema(AUDIT_PARTIAL_DDL).parquet(str(sums)))
+    _write(transaction_counts(ev, reassembled, rows), base)
+    return spark.read.schema(TRX_COUNTS_DDL).parquet(base), parquet_rows(base)
 
 
 def parquet_rows(folder: str | Path) -> int:
@@ -202,8 +189,7 @@ def order_stage(spark, manifest: dict, run_dir: Path) -> dict:
     read = read_events(spark, manifest, run_dir, files)
     ev = resolve(spark, read, manifest, work, files)
     groups = write_segments(spark, ev, manifest, work, files)
-    trx_counts, n_trx, summed = write_trx_counts(spark, ev, groups, work,
-                                                 event_rows(manifest, run_dir))
+    trx_counts, n_trx = write_trx_counts(spark, ev, groups, work, event_rows(manifest, run_dir))
     # a night of few transactions joins them by broadcast: the rows are not shuffled for it
     few = n_trx <= TRX_BROADCAST_MAX
 
@@ -221,7 +207,7 @@ def order_stage(spark, manifest: dict, run_dir: Path) -> dict:
         [(s["name"], s["format"], a["file"]) for s in manifest["sources"] for a in s["archives"]],
         "source STRING, format STRING, archive_file STRING")
     out_audit = complete_audit(
-        spark, manifest, audit(row_buckets(ev, trx_counts, groups, few, summed), listed).withColumns(night),
+        spark, manifest, audit(row_buckets(ev, trx_counts, groups, few), listed).withColumns(night),
         ev, AUDIT_COLUMNS)
     parts = [decoder_quarantine(ev)]
     if groups is not None:
