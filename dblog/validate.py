@@ -91,8 +91,68 @@ def prepare_events(spark, manifest: dict, run_dir: Path):
                 F.coalesce("listed", F.lit(False)).alias("archive_listed"))
 
 
+def commit_order(rows):
+    """(source, trx_id, commit_seq, commit_position, seq_base) rows of the changes ->
+    (source, commit_seq, seq_trx, seq_ok): per commit_seq, the one transaction that holds it
+    and whether the source's sequence is right there.
+
+    The sequence is right when, per source, the transactions' ``commit_seq`` run from
+    ``seq_base + 1`` without gap or repeat in the order of (``commit_position``,
+    ``trx_id``), every change of a transaction sharing its transaction's one commit_seq and
+    commit position. That is checked *locally*, without a window over a whole source (one
+    task sorting the night): each commit_seq must belong to exactly one transaction, and
+    the transaction holding ``commit_seq - 1`` must come before it in commit order (or
+    commit_seq is ``seq_base + 1``). Unique values that each have their predecessor form the
+    run seq_base+1..seq_base+n, and each step increasing makes that run the commit order.
+    Two aggregations over transactions (as many rows as transactions, partially aggregated
+    where the changes are read): they run on every core and hold no more than a partition."""
+    from pyspark.sql import functions as F
+
+    n_pos = F.count("commit_position")
+    trx = rows.groupBy("source", "trx_id").agg(
+        F.min("commit_seq").alias("seq"), F.max("commit_seq").alias("seq_hi"),
+        F.min("commit_position").alias("pos"), F.max("commit_position").alias("pos_hi"),
+        (n_pos == F.count(F.lit(1))).alias("all_pos"), (n_pos == 0).alias("no_pos"),
+        F.max("seq_base").alias("seq_base"))
+    key = F.struct("pos", "trx_id").alias("key")
+    one_seq_one_pos = (F.col("seq") == F.col("seq_hi")) & (
+        F.col("no_pos") | (F.col("all_pos") & (F.col("pos") == F.col("pos_hi"))))
+    # each transaction twice: at its own commit_seq ("me") and at the next one ("prev" there)
+    me = trx.filter(F.col("seq").isNotNull()).select(
+        "source", "seq", "trx_id", key, one_seq_one_pos.alias("whole"), "seq_base",
+        F.lit(1).alias("me"))
+    prev = trx.filter(F.col("seq").isNotNull()).select(
+        "source", (F.col("seq") + 1).alias("seq"), F.lit(None).cast("string").alias("trx_id"),
+        key, F.lit(None).cast("boolean").alias("whole"), F.lit(None).cast("long").alias("seq_base"),
+        F.lit(0).alias("me"))
+    is_me = F.col("me") == 1
+    at = me.unionByName(prev).groupBy("source", "seq").agg(
+        F.sum("me").alias("n_me"), F.sum(1 - F.col("me")).alias("n_prev"),
+        F.max(F.when(is_me, F.col("key"))).alias("me_key"),
+        F.max(F.when(~is_me, F.col("key"))).alias("prev_key"),
+        F.max("trx_id").alias("seq_trx"), F.min("whole").alias("whole"),
+        F.max("seq_base").alias("seq_base"))
+    first = F.col("seq") == F.col("seq_base") + 1
+    ok = ((F.col("n_me") == 1) & F.col("whole")
+          & (first | ((F.col("n_prev") == 1) & (F.col("prev_key") < F.col("me_key")))))
+    return at.filter(F.col("n_me") > 0).select(
+        "source", F.col("seq").alias("commit_seq"), "seq_trx",
+        F.coalesce(ok, F.lit(False)).alias("seq_ok"))
+
+
+def with_commit_order_check(rows):
+    """rows with (source, trx_id, commit_seq, commit_position, seq_base) -> the same rows plus
+    ``seq_follows_commit_order``: their commit_seq is right (``commit_order``) and is their
+    own transaction's."""
+    from pyspark.sql import functions as F
+
+    ok = F.col("seq_ok") & (F.col("seq_trx") == F.col("trx_id"))
+    return rows.join(commit_order(rows), ["source", "commit_seq"], "left") \
+        .withColumn("seq_follows_commit_order", F.coalesce(ok, F.lit(False))) \
+        .drop("seq_ok", "seq_trx")
+
+
 def prepare_changes(spark, manifest: dict, run_dir: Path):
-    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     ch = read_staged(spark, run_dir, CHANGES)
@@ -104,15 +164,13 @@ def prepare_changes(spark, manifest: dict, run_dir: Path):
         "source STRING, table_id STRING").withColumn("in_catalog", F.lit(True))
     base = local_frame(spark, [(s["name"], int(s["seq_base"])) for s in manifest["sources"]],
                                  "source STRING, seq_base LONG")
-    w = Window.partitionBy("source").orderBy("commit_position", "trx_id", "event_seq")
-    prev_seq, prev_trx = F.lag("commit_seq").over(w), F.lag("trx_id").over(w)
     no_images = [f for f in FORMATS if not get_format(f).HAS_IMAGES]
     images = (F.col("format").isin(*no_images)
               | (F.col("op").isin("c", "m", "u") & F.col("after").isNotNull())
               | ((F.col("op") == "d") & F.col("before").isNotNull())
               | F.col("op").isin("t", "ddl"))
-    # the row's own checks first, so that only narrow columns go through the window's
-    # shuffle and sort (not the row images ``images_present`` reads)
+    # the row's own checks first, so that only narrow columns are shuffled (not the row
+    # images ``images_present`` reads)
     rows = ch.join(known, ["source", "table_id"], "left").join(base, "source", "left").select(
         "source", "commit_seq", "event_seq", "op", "trx_id", "commit_position", "seq_base",
         F.coalesce(images, F.lit(False)).alias("images_present"),
@@ -120,16 +178,9 @@ def prepare_changes(spark, manifest: dict, run_dir: Path):
                                         & (F.col("commit_ts") < F.lit(hi))))
         .alias("commit_ts_in_window"),
         ((F.col("op") == "ddl") | F.coalesce("in_catalog", F.lit(False))).alias("table_known"))
-    return rows.withColumn("prev_seq", prev_seq).withColumn("prev_trx", prev_trx) \
-        .select(
-            "source", "commit_seq", "event_seq", "op", "trx_id",
-            F.coalesce(
-                F.when(F.col("prev_seq").isNull(), F.col("commit_seq") == F.col("seq_base") + 1)
-                .when(F.col("prev_trx") == F.col("trx_id"), F.col("commit_seq") == F.col("prev_seq"))
-                .otherwise(F.col("commit_seq") == F.col("prev_seq") + 1),
-                F.lit(False)).alias("seq_follows_commit_order"),
-            "images_present", "commit_ts_in_window", "table_known",
-        )
+    return with_commit_order_check(rows).select(
+        "source", "commit_seq", "event_seq", "op", "trx_id", "seq_follows_commit_order",
+        "images_present", "commit_ts_in_window", "table_known")
 
 
 def prepare_transactions(spark, manifest: dict, run_dir: Path):
