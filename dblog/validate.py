@@ -29,8 +29,8 @@ from .sparkio import local_frame, run_concurrently, side_by_side, write_parquet
 
 EXPECTATIONS_DIR = Path(__file__).resolve().parent.parent / "expectations"
 CHECKS = "checks"
-SUITES = ("events", "changes", "transactions", "audit", "quarantine", "mirror", "net_changes",
-          "mirror_missing_base")
+SUITES = ("events", "changes", "commit_order", "transactions", "audit", "quarantine", "mirror",
+          "net_changes", "mirror_missing_base")
 # Only what decides pass/fail is computed by GX (one bundled aggregate per level of the metric
 # graph); counts and example rows of a *failed* expectation are computed afterwards by
 # ``explain``, so a good night pays for none of them.
@@ -91,65 +91,80 @@ def prepare_events(spark, manifest: dict, run_dir: Path):
                 F.coalesce("listed", F.lit(False)).alias("archive_listed"))
 
 
-def commit_order(rows):
-    """(source, trx_id, commit_seq, commit_position, seq_base) rows of the changes ->
-    (source, commit_seq, seq_trx, seq_ok): per commit_seq, the one transaction that holds it
-    and whether the source's sequence is right there.
+def commit_order(changes, transactions):
+    """Changes (source, commit_seq, trx_id, commit_position) and the transactions that hold
+    a commit_seq (source, commit_seq, trx_id, commit_position, event_count, seq_base) -> one
+    row per (source, commit_seq) that either has: source, commit_seq, trx_id (its
+    transaction), transactions and changes (how many hold it), seq_follows_commit_order,
+    changes_match_transaction.
 
     The sequence is right when, per source, the transactions' ``commit_seq`` run from
     ``seq_base + 1`` without gap or repeat in the order of (``commit_position``,
-    ``trx_id``), every change of a transaction sharing its transaction's one commit_seq and
-    commit position. That is checked *locally*, without a window over a whole source (one
-    task sorting the night): each commit_seq must belong to exactly one transaction, and
-    the transaction holding ``commit_seq - 1`` must come before it in commit order (or
-    commit_seq is ``seq_base + 1``). Unique values that each have their predecessor form the
-    run seq_base+1..seq_base+n, and each step increasing makes that run the commit order.
-    Two aggregations over transactions (as many rows as transactions, partially aggregated
-    where the changes are read): they run on every core and hold no more than a partition."""
+    ``trx_id``), and the changes at each commit_seq are exactly those of the transaction
+    holding it (its id, its commit position, as many as its ``event_count``). That is
+    checked *locally*, without a window over a whole source (one task sorting the night):
+    each commit_seq is held by one transaction, and the transaction holding ``commit_seq -
+    1`` comes before it in commit order (or commit_seq is ``seq_base + 1``). Unique values
+    that each have their predecessor form the run seq_base+1..seq_base+n, and each step
+    increasing makes that run the commit order. The changes are reduced per commit_seq first
+    (their count, and the lowest and highest 64-bit hash of their (trx_id, commit_position)):
+    a hash aggregation, partial where they are read, so that only as many rows as
+    transactions are shuffled and no task sorts the night."""
     from pyspark.sql import functions as F
 
-    n_pos = F.count("commit_position")
-    trx = rows.groupBy("source", "trx_id").agg(
-        F.min("commit_seq").alias("seq"), F.max("commit_seq").alias("seq_hi"),
-        F.min("commit_position").alias("pos"), F.max("commit_position").alias("pos_hi"),
-        (n_pos == F.count(F.lit(1))).alias("all_pos"), (n_pos == 0).alias("no_pos"),
-        F.max("seq_base").alias("seq_base"))
-    key = F.struct("pos", "trx_id").alias("key")
-    one_seq_one_pos = (F.col("seq") == F.col("seq_hi")) & (
-        F.col("no_pos") | (F.col("all_pos") & (F.col("pos") == F.col("pos_hi"))))
-    # each transaction twice: at its own commit_seq ("me") and at the next one ("prev" there)
-    me = trx.filter(F.col("seq").isNotNull()).select(
-        "source", "seq", "trx_id", key, one_seq_one_pos.alias("whole"), "seq_base",
-        F.lit(1).alias("me"))
-    prev = trx.filter(F.col("seq").isNotNull()).select(
-        "source", (F.col("seq") + 1).alias("seq"), F.lit(None).cast("string").alias("trx_id"),
-        key, F.lit(None).cast("boolean").alias("whole"), F.lit(None).cast("long").alias("seq_base"),
-        F.lit(0).alias("me"))
-    is_me = F.col("me") == 1
-    at = me.unionByName(prev).groupBy("source", "seq").agg(
-        F.sum("me").alias("n_me"), F.sum(1 - F.col("me")).alias("n_prev"),
-        F.max(F.when(is_me, F.col("key"))).alias("me_key"),
-        F.max(F.when(~is_me, F.col("key"))).alias("prev_key"),
-        F.max("trx_id").alias("seq_trx"), F.min("whole").alias("whole"),
-        F.max("seq_base").alias("seq_base"))
-    first = F.col("seq") == F.col("seq_base") + 1
-    ok = ((F.col("n_me") == 1) & F.col("whole")
-          & (first | ((F.col("n_prev") == 1) & (F.col("prev_key") < F.col("me_key")))))
-    return at.filter(F.col("n_me") > 0).select(
-        "source", F.col("seq").alias("commit_seq"), "seq_trx",
-        F.coalesce(ok, F.lit(False)).alias("seq_ok"))
+    # (a hash skips nulls: the null flags keep (null, x) and (x, null) apart)
+    h = F.xxhash64("trx_id", "commit_position", F.col("trx_id").isNull(),
+                   F.col("commit_position").isNull())
+    per_seq = changes.groupBy("source", "commit_seq").agg(
+        F.count(F.lit(1)).alias("n"), F.min(h).alias("h_lo"), F.max(h).alias("h_hi"))
+    types = {"commit_seq": "long", "trx_id": "string", "event_count": "long", "seq_base": "long",
+             "key": "struct<commit_position:string,trx_id:string>", "h": "long", "n": "long",
+             "h_lo": "long", "h_hi": "long"}
+
+    def rows(df, kind: int, **cols):
+        return df.select("source", F.lit(kind).alias("kind"),
+                         *[cols.get(c, F.lit(None)).cast(t).alias(c) for c, t in types.items()])
+
+    key = F.struct("commit_position", "trx_id")
+    holds = rows(transactions, 0, commit_seq=F.col("commit_seq"), trx_id=F.col("trx_id"), key=key,
+                 event_count=F.col("event_count"), seq_base=F.col("seq_base"), h=h)
+    # each transaction also stands at the next commit_seq, as the one before it there
+    precedes = rows(transactions, 1, commit_seq=F.col("commit_seq") + 1, key=key)
+    seen = rows(per_seq, 2, commit_seq=F.col("commit_seq"), n=F.col("n"), h_lo=F.col("h_lo"),
+                h_hi=F.col("h_hi"))
+    kind = F.col("kind")
+    at = holds.unionByName(precedes).unionByName(seen).groupBy("source", "commit_seq").agg(
+        F.count(F.when(kind == 0, 1)).alias("transactions"),
+        F.count(F.when(kind == 1, 1)).alias("n_before"),
+        F.max(F.when(kind == 0, F.col("key"))).alias("key"),
+        F.max(F.when(kind == 1, F.col("key"))).alias("key_before"),
+        F.max("trx_id").alias("trx_id"), F.max("event_count").alias("event_count"),
+        F.max("seq_base").alias("seq_base"), F.max("h").alias("h"),
+        F.coalesce(F.sum("n"), F.lit(0)).alias("changes"), F.max("h_lo").alias("h_lo"),
+        F.max("h_hi").alias("h_hi"))
+    one = F.col("transactions") == 1
+    follows = one & ((F.col("commit_seq") == F.col("seq_base") + 1)
+                     | ((F.col("n_before") == 1) & (F.col("key_before") < F.col("key"))))
+    match = (one & (F.col("changes") > 0) & (F.col("changes") == F.col("event_count"))
+             & (F.col("h_lo") == F.col("h")) & (F.col("h_hi") == F.col("h")))
+    return at.filter((F.col("transactions") > 0) | (F.col("changes") > 0)).select(
+        "source", "commit_seq", "trx_id", "transactions", "changes",
+        F.coalesce(follows, F.lit(False)).alias("seq_follows_commit_order"),
+        F.coalesce(match, F.lit(False)).alias("changes_match_transaction"))
 
 
-def with_commit_order_check(rows):
-    """rows with (source, trx_id, commit_seq, commit_position, seq_base) -> the same rows plus
-    ``seq_follows_commit_order``: their commit_seq is right (``commit_order``) and is their
-    own transaction's."""
+def prepare_commit_order(spark, manifest: dict, run_dir: Path):
+    """``commit_order`` over the staged changes and the staged transactions that hold a
+    commit_seq (with their source's ``seq_base`` from the manifest)."""
     from pyspark.sql import functions as F
 
-    ok = F.col("seq_ok") & (F.col("seq_trx") == F.col("trx_id"))
-    return rows.join(commit_order(rows), ["source", "commit_seq"], "left") \
-        .withColumn("seq_follows_commit_order", F.coalesce(ok, F.lit(False))) \
-        .drop("seq_ok", "seq_trx")
+    base = local_frame(spark, [(s["name"], int(s["seq_base"])) for s in manifest["sources"]],
+                       "source STRING, seq_base LONG")
+    ch = read_staged(spark, run_dir, CHANGES).select("source", "commit_seq", "trx_id",
+                                                     "commit_position")
+    tx = read_staged(spark, run_dir, TRANSACTIONS).filter(F.col("commit_seq").isNotNull()) \
+        .join(base, "source", "left")
+    return commit_order(ch, tx)
 
 
 def prepare_changes(spark, manifest: dict, run_dir: Path):
@@ -162,25 +177,19 @@ def prepare_changes(spark, manifest: dict, run_dir: Path):
     known = local_frame(spark,
         [(s["name"], t["id"]) for s in manifest["sources"] for t in s["catalog"]["tables"]],
         "source STRING, table_id STRING").withColumn("in_catalog", F.lit(True))
-    base = local_frame(spark, [(s["name"], int(s["seq_base"])) for s in manifest["sources"]],
-                                 "source STRING, seq_base LONG")
     no_images = [f for f in FORMATS if not get_format(f).HAS_IMAGES]
     images = (F.col("format").isin(*no_images)
               | (F.col("op").isin("c", "m", "u") & F.col("after").isNotNull())
               | ((F.col("op") == "d") & F.col("before").isNotNull())
               | F.col("op").isin("t", "ddl"))
-    # the row's own checks first, so that only narrow columns are shuffled (not the row
-    # images ``images_present`` reads)
-    rows = ch.join(known, ["source", "table_id"], "left").join(base, "source", "left").select(
-        "source", "commit_seq", "event_seq", "op", "trx_id", "commit_position", "seq_base",
+    # each row's own checks: nothing is shuffled (the commit order is ``commit_order``'s)
+    return ch.join(known, ["source", "table_id"], "left").select(
+        "source", "commit_seq", "event_seq", "op", "trx_id",
         F.coalesce(images, F.lit(False)).alias("images_present"),
         (F.col("commit_ts").isNull() | ((F.col("commit_ts") >= F.lit(lo))
                                         & (F.col("commit_ts") < F.lit(hi))))
         .alias("commit_ts_in_window"),
         ((F.col("op") == "ddl") | F.coalesce("in_catalog", F.lit(False))).alias("table_known"))
-    return with_commit_order_check(rows).select(
-        "source", "commit_seq", "event_seq", "op", "trx_id", "seq_follows_commit_order",
-        "images_present", "commit_ts_in_window", "table_known")
 
 
 def prepare_transactions(spark, manifest: dict, run_dir: Path):
@@ -263,7 +272,8 @@ def prepare_quarantine(spark, manifest: dict, run_dir: Path):
                 F.col("unknown_rows").cast("long").alias("unknown_table_rows_quarantined"))
 
 
-PREPARE = {"events": prepare_events, "changes": prepare_changes, "transactions": prepare_transactions,
+PREPARE = {"events": prepare_events, "changes": prepare_changes, "commit_order": prepare_commit_order,
+           "transactions": prepare_transactions,
            "audit": prepare_audit, "quarantine": prepare_quarantine,
            # mirrors and net changes (dblog/mirror.py)
            "mirror": prepare_mirror, "net_changes": prepare_net_changes,

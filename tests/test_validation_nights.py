@@ -37,7 +37,7 @@ def test_good_night_passes_and_publishes(spark, base):
     validation = json.loads((run / "validation.json").read_text())
     assert validation["success"] is True
     assert {r["suite"] for r in validation["results"]} == {
-        "events", "changes", "transactions", "audit", "quarantine",
+        "events", "changes", "commit_order", "transactions", "audit", "quarantine",
         "mirror", "net_changes", "mirror_missing_base"}
     published = spark.read.parquet(str(root / "published" / "changes")) \
         .filter(f"source = '{W.SOURCE}' and date = '{W.DATE1}'")
@@ -105,7 +105,7 @@ def test_duplicated_commit_seq_fails_and_publishes_nothing(spark, base, tmp_path
     monkeypatch.setattr(pipeline, "order_night", order_then_corrupt)
     rc, out = W.run_night(root, base["config"], W.DATE2)
     assert_failed_night(root, before, rc, out,
-                        {"changes:source,commit_seq,event_seq", "changes:seq_follows_commit_order"},
+                        {"changes:source,commit_seq,event_seq", "commit_order:changes_match_transaction"},
                         "keys (source, commit_seq, event_seq) unique")
 
 

@@ -147,114 +147,153 @@ def _nodes(plan):
         yield from _nodes(children.apply(i))
 
 
-def test_the_changes_check_shuffles_no_row_images_and_sorts_no_whole_source(spark, tmp_path):
-    """``prepare_changes`` shuffles narrow rows: the row checks that read ``before``/``after``
-    are computed first (at five sources x 1M the row images made this the validation's
-    largest shuffle); and the commit-order check is aggregations over transactions, no
-    window (a window over a source sorted its whole night in one task: 21 s at 10M)."""
+def _physical(df):
+    plan = df._jdf.queryExecution().executedPlan()
+    return plan.initialPlan() if plan.nodeName() == "AdaptiveSparkPlan" else plan
+
+
+def test_the_changes_checks_shuffle_no_row_images_and_sort_no_whole_source(spark, tmp_path):
+    """The ``changes`` check dataset is each row's own checks: nothing is shuffled but the
+    catalog's few ids (broadcast). ``commit_order`` shuffles narrow rows (no row images: at
+    five sources x 1M they made the validation's largest shuffle) and has no window (a
+    window over a source sorted its whole night in one task: 21 s spilling 1.4 GB at 10M)."""
     doc = load_fixture("changes", "good")
     stage_fixture(spark, doc, tmp_path)
-    df = V.prepare_changes(spark, doc["manifest"], tmp_path)
-    plan = df._jdf.queryExecution().executedPlan()
-    if plan.nodeName() == "AdaptiveSparkPlan":
-        plan = plan.initialPlan()
-    nodes = list(_nodes(plan))
-    assert not [n for n in nodes if n.nodeName() == "Window"], plan.toString()  # no whole source
+    stage_fixture(spark, load_fixture("commit_order", "good"), tmp_path / "co")
+    changes = V.prepare_changes(spark, doc["manifest"], tmp_path)
+    names = [n.nodeName() for n in _nodes(_physical(changes))]
+    assert "Exchange" not in names and "BroadcastExchange" in names, names
+    assert changes.count() == len(doc["datasets"]["changes"])
+    order = V.prepare_commit_order(spark, doc["manifest"], tmp_path / "co")
+    nodes = list(_nodes(_physical(order)))
+    assert not [n for n in nodes if n.nodeName() == "Window"], _physical(order).toString()
     exchanges = [n for n in nodes if n.nodeName() == "Exchange"]
-    assert exchanges, plan.toString()
+    assert exchanges
     for n in exchanges:
-        names = {n.output().apply(i).name() for i in range(n.output().size())}
-        assert "commit_seq" in names or "source" in names, names
-        assert not names & {"before", "after", "ddl"}, (names, plan.toString())
-    assert df.count() == len(doc["datasets"]["changes"])
+        cols = {n.output().apply(i).name() for i in range(n.output().size())}
+        assert "commit_seq" in cols, cols
+        assert not cols & {"before", "after", "ddl"}, (cols, _physical(order).toString())
 
 
-def _commit_order_night(rnd, case: int) -> tuple[list[tuple], str]:
-    """One random night (1-2 sources, up to 7 transactions of 1-3 changes) with a right
-    sequence, then maybe one damage -> (rows, what was done)."""
-    rows, what = [], "intact"
+def _commit_order_night(rnd, case: int) -> tuple[list[list], list[list], str]:
+    """One random night (1-2 sources, up to 7 transactions of 1-3 changes) numbered right,
+    then maybe one damage -> (changes, transactions, what was done). A change is [source,
+    trx_id, commit_seq, commit_position, event_seq]; a transaction [source, trx_id,
+    commit_seq, commit_position, event_count, seq_base]."""
+    changes, trx, what = [], [], "intact"
     for src in range(rnd.randint(1, 2)):
         source, base = f"c{case}s{src}", rnd.choice([0, 0, 5, 1000])
         n = rnd.randint(1, 7)
-        # positions may tie (trx_id breaks the tie); ids need not sort like positions
+        # positions may tie (the id decides); ids need not sort like positions
         keys = sorted((f"{rnd.randint(1, 9):04X}", f"T{t}") for t in rnd.sample(range(10, 99), n))
-        for i, (pos, trx) in enumerate(keys):
-            for ev in range(1, rnd.randint(1, 3) + 1):
-                rows.append([source, trx, base + i + 1, pos, base, ev])
-    if rnd.random() < 0.7:
-        r = rnd.randrange(len(rows))
-        kind = rnd.choice(["seq", "seq", "pos", "trx", "null_seq", "null_trx", "swap", "base"])
-        what = f"{kind} of row {r}"
-        row = rows[r]
+        for i, (pos, tid) in enumerate(keys):
+            k = rnd.randint(1, 3)
+            trx.append([source, tid, base + i + 1, pos, k, base])
+            changes += [[source, tid, base + i + 1, pos, ev] for ev in range(1, k + 1)]
+    if rnd.random() < 0.75:
+        kind = rnd.choice(["seq", "seq", "pos", "trx", "null_seq", "null_trx", "null_pos", "swap",
+                           "base", "t_seq", "t_pos", "t_count", "t_drop", "t_dup", "t_swap"])
+        r, t = rnd.choice(changes), rnd.choice(trx)
+        what = f"{kind}: {r if kind[:2] != 't_' else t}"
         if kind == "seq":
-            row[2] = row[2] + rnd.choice([-2, -1, 1, 2])
+            r[2] += rnd.choice([-2, -1, 1, 2])
         elif kind == "pos":
-            row[3] = f"{rnd.randint(0, 10):04X}"
+            r[3] = f"{rnd.randint(0, 10):04X}"
         elif kind == "trx":
-            row[1] = rnd.choice([x[1] for x in rows] + ["T00", "T77"])
+            r[1] = rnd.choice([x[1] for x in changes] + ["T00", "T77"])
         elif kind == "null_seq":
-            row[2] = None
+            r[2] = None
         elif kind == "null_trx":
-            row[1] = None
-        elif kind == "swap":         # two transactions' sequence numbers exchanged
-            a, b = row[1], rnd.choice(rows)[1]
-            sa = next(x[2] for x in rows if x[1] == a and x[0] == row[0])
-            sb = next((x[2] for x in rows if x[1] == b and x[0] == row[0]), sa)
-            for x in rows:
-                if x[0] == row[0] and x[1] in (a, b):
-                    x[2] = sb if x[1] == a else sa
-        else:                        # the manifest's seq_base for that source
-            for x in rows:
-                if x[0] == row[0]:
-                    x[4] += rnd.choice([-1, 1])
-    return [tuple(r) for r in rows], what
+            r[1] = None
+        elif kind == "null_pos":
+            r[3] = None
+        elif kind in ("swap", "t_swap"):   # two transactions' numbers exchanged (changes or both)
+            u = rnd.choice([x for x in trx if x[0] == t[0]])
+            a, b = t[2], u[2]
+            for x in changes + trx if kind == "t_swap" else changes:
+                if x[0] == t[0] and x[1] in (t[1], u[1]):
+                    x[2] = b if x[1] == t[1] else a
+        elif kind == "base":
+            for x in trx:
+                if x[0] == t[0]:
+                    x[5] += rnd.choice([-1, 1])
+        elif kind == "t_seq":
+            t[2] += rnd.choice([-1, 1])
+        elif kind == "t_pos":
+            t[3] = f"{rnd.randint(0, 10):04X}"
+        elif kind == "t_count":
+            t[4] += rnd.choice([-1, 1])
+        elif kind == "t_drop":
+            trx.remove(t)
+        else:
+            trx.append(list(t))
+    return changes, trx, what
 
 
-def _commit_order_reference(rows: list[tuple]) -> bool:
-    """The rule as the old window applied it, row by row: per source, in (commit_position,
-    trx_id, event_seq) order, the first change has seq_base + 1, a change of the same
-    transaction as the one before has its commit_seq, another transaction the next one; and
-    a transaction has one commit position and an id."""
-    by_source: dict = {}
-    for r in rows:
-        by_source.setdefault(r[0], []).append(r)
-    for source_rows in by_source.values():
-        if any(r[1] is None or r[2] is None for r in source_rows):
+def _commit_order_reference(changes: list[list], trx: list[list]) -> bool:
+    """The rule applied change by change, as the window over a source did: in
+    (commit_position, trx_id, event_seq) order the first change has seq_base + 1, a change
+    of the same transaction as the one before has its commit_seq, another transaction's the
+    next one; every change has a commit_seq and a transaction, a transaction one position;
+    and the transactions are exactly those of the changes (id, commit_seq, position,
+    number of changes), one row each."""
+    sources = {x[0] for x in changes} | {x[0] for x in trx}
+    for source in sources:
+        rows = [x for x in changes if x[0] == source]
+        held = [x for x in trx if x[0] == source]
+        if any(None in (x[1], x[2], x[3]) for x in rows) or not held:
             return False
-        if len({(r[1], r[3]) for r in source_rows}) != len({r[1] for r in source_rows}):
+        if len({(x[1], x[3]) for x in rows}) != len({x[1] for x in rows}):
+            return False
+        base = held[0][5]
+        if any(x[5] != base for x in held):
             return False
         prev = None
-        for r in sorted(source_rows, key=lambda r: (r[3], r[1], r[5])):
-            want = r[4] + 1 if prev is None else prev[2] if prev[1] == r[1] else prev[2] + 1
-            if r[2] != want:
+        for x in sorted(rows, key=lambda x: (x[3], x[1], x[4])):
+            want = base + 1 if prev is None else prev[2] if prev[1] == x[1] else prev[2] + 1
+            if x[2] != want:
                 return False
-            prev = r
+            prev = x
+        derived = sorted({(x[1], x[2], x[3], sum(y[1] == x[1] for y in rows)) for x in rows})
+        if sorted((x[1], x[2], x[3], x[4]) for x in held) != derived:
+            return False
     return True
 
 
-def test_commit_order_check_agrees_with_the_rule_row_by_row(spark):
-    """``with_commit_order_check`` (aggregations, no window) gives the verdict of the rule
-    applied row by row in commit order, on 300 random nights of which ~70% carry one damage
-    (a commit_seq moved, a position or transaction id changed, two transactions' numbers
-    swapped, the source's seq_base off by one, nulls); on an intact night every row passes."""
+def test_commit_order_check_agrees_with_the_rule_change_by_change(spark):
+    """``commit_order`` (aggregations per commit_seq, no window over a source) gives the
+    verdict of the rule applied change by change in commit order, on 400 random nights of
+    which ~75% carry one damage (a change's commit_seq, position or transaction changed or
+    null, two transactions' numbers swapped, the source's seq_base off by one; a
+    transaction's commit_seq, position or count changed, a transaction lost or listed
+    twice); on an intact night every row passes. A night's verdict is the check's rows all
+    true, with the two expectations of other suites that cover what has no commit_seq row:
+    changes' commit_seq not null, transactions unique per (source, trx_id)."""
     import random
 
     from pyspark.sql import functions as F
 
     rnd = random.Random(20261128)
-    nights = [_commit_order_night(rnd, case) for case in range(300)]
-    rows = [r for night, _ in nights for r in night]
-    df = spark.createDataFrame(rows, "source STRING, trx_id STRING, commit_seq LONG, "
-                                     "commit_position STRING, seq_base LONG, event_seq INT")
-    got = V.with_commit_order_check(df).withColumn("case", F.regexp_extract("source", r"^c(\d+)s", 1)) \
-        .groupBy("case").agg(F.min(F.col("seq_follows_commit_order").cast("int")).alias("ok"),
-                             F.count(F.lit(1)).alias("n")).collect()
-    verdict = {int(r["case"]): (bool(r["ok"]), r["n"]) for r in got}
+    nights = [_commit_order_night(rnd, case) for case in range(400)]
+    changes = spark.createDataFrame(
+        [x for c, _, _ in nights for x in c],
+        "source STRING, trx_id STRING, commit_seq LONG, commit_position STRING, event_seq INT")
+    trx = spark.createDataFrame(
+        [x for _, t, _ in nights for x in t],
+        "source STRING, trx_id STRING, commit_seq LONG, commit_position STRING, "
+        "event_count LONG, seq_base LONG")
+    ok = F.col("seq_follows_commit_order") & F.col("changes_match_transaction")
+    got = V.commit_order(changes, trx) \
+        .withColumn("case", F.regexp_extract("source", r"^c(\d+)s", 1).cast("int")) \
+        .groupBy("case").agg(F.min(ok.cast("int")).alias("ok")).collect()
+    verdict = {r["case"]: bool(r["ok"]) for r in got}
     damaged = 0
-    for case, (night, what) in enumerate(nights):
-        want = _commit_order_reference(night)
+    for case, (c, t, what) in enumerate(nights):
+        want = _commit_order_reference(c, t)
         damaged += not want
-        assert verdict[case] == (want, len(night)), (case, what, sorted(night, key=str))
+        other_suites = (all(x[2] is not None for x in c)
+                        and len({(x[0], x[1]) for x in t}) == len(t))
+        assert (verdict.get(case, True) and other_suites) == want, (case, what, c, t)
         if what == "intact":
-            assert want, night
-    assert 60 < damaged < 240, damaged        # both verdicts well represented
+            assert want and verdict[case], (c, t)
+    assert 100 < damaged < 320, damaged        # both verdicts well represented
