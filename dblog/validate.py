@@ -115,47 +115,72 @@ def commit_order(changes, transactions):
     # (a hash skips nulls: the null flags keep (null, x) and (x, null) apart)
     h = F.xxhash64("trx_id", "commit_position", F.col("trx_id").isNull(),
                    F.col("commit_position").isNull())
-    per_seq = changes.groupBy("source", "commit_seq").agg(
+    # (a change without a commit_seq fails the changes suite's not-null expectation)
+    per_seq = changes.filter(F.col("commit_seq").isNotNull()).groupBy("commit_seq", "source").agg(
         F.count(F.lit(1)).alias("n"), F.min(h).alias("h_lo"), F.max(h).alias("h_hi"))
-    types = {"commit_seq": "long", "trx_id": "string", "event_count": "long", "seq_base": "long",
-             "key": "struct<commit_position:string,trx_id:string>", "h": "long", "n": "long",
-             "h_lo": "long", "h_hi": "long"}
+    types = {"commit_seq": "long", "key": "string", "event_count": "long", "seq_base": "long",
+             "h": "long", "n": "long", "h_lo": "long", "h_hi": "long"}
 
     def rows(df, kind: int, **cols):
         return df.select("source", F.lit(kind).alias("kind"),
                          *[cols.get(c, F.lit(None)).cast(t).alias(c) for c, t in types.items()])
 
-    key = F.struct("commit_position", "trx_id")
-    holds = rows(transactions, 0, commit_seq=F.col("commit_seq"), trx_id=F.col("trx_id"), key=key,
+    # (commit_position, trx_id) as one string that sorts like the pair: positions are hex,
+    # so NUL sorts below any of their characters
+    key = F.concat("commit_position", F.lit("\0"), "trx_id")
+    holds = rows(transactions, 0, commit_seq=F.col("commit_seq"), key=key,
                  event_count=F.col("event_count"), seq_base=F.col("seq_base"), h=h)
     # each transaction also stands at the next commit_seq, as the one before it there
     precedes = rows(transactions, 1, commit_seq=F.col("commit_seq") + 1, key=key)
     seen = rows(per_seq, 2, commit_seq=F.col("commit_seq"), n=F.col("n"), h_lo=F.col("h_lo"),
                 h_hi=F.col("h_hi"))
     kind = F.col("kind")
-    at = holds.unionByName(precedes).unionByName(seen).groupBy("source", "commit_seq").agg(
+    # grouped by commit_seq first: the aggregation sorts by it, and a long sorts by prefix
+    at = holds.unionByName(precedes).unionByName(seen).groupBy("commit_seq", "source").agg(
         F.count(F.when(kind == 0, 1)).alias("transactions"),
         F.count(F.when(kind == 1, 1)).alias("n_before"),
         F.max(F.when(kind == 0, F.col("key"))).alias("key"),
         F.max(F.when(kind == 1, F.col("key"))).alias("key_before"),
-        F.max("trx_id").alias("trx_id"), F.max("event_count").alias("event_count"),
-        F.max("seq_base").alias("seq_base"), F.max("h").alias("h"),
-        F.coalesce(F.sum("n"), F.lit(0)).alias("changes"), F.max("h_lo").alias("h_lo"),
-        F.max("h_hi").alias("h_hi"))
+        F.max("event_count").alias("event_count"), F.max("seq_base").alias("seq_base"),
+        F.max("h").alias("h"), F.coalesce(F.sum("n"), F.lit(0)).alias("changes"),
+        F.max("h_lo").alias("h_lo"), F.max("h_hi").alias("h_hi"))
     one = F.col("transactions") == 1
     follows = one & ((F.col("commit_seq") == F.col("seq_base") + 1)
                      | ((F.col("n_before") == 1) & (F.col("key_before") < F.col("key"))))
     match = (one & (F.col("changes") > 0) & (F.col("changes") == F.col("event_count"))
              & (F.col("h_lo") == F.col("h")) & (F.col("h_hi") == F.col("h")))
     return at.filter((F.col("transactions") > 0) | (F.col("changes") > 0)).select(
-        "source", "commit_seq", "trx_id", "transactions", "changes",
+        "source", "commit_seq", F.substring_index("key", "\0", -1).alias("trx_id"),
+        "transactions", "changes",
         F.coalesce(follows, F.lit(False)).alias("seq_follows_commit_order"),
         F.coalesce(match, F.lit(False)).alias("changes_match_transaction"))
 
 
+def commit_order_summary(order):
+    """``commit_order``'s rows -> one row per source: commit_seqs, transactions, changes,
+    out_of_order and unmatched (how many commit_seqs fail each rule) and the first of each
+    (``first_out_of_order``, ``first_unmatched``; null when none). The suite reads these few
+    rows, not one row per transaction."""
+    from pyspark.sql import functions as F
+
+    def failing(col):
+        return F.col(col).isNull() | ~F.col(col)
+
+    def first(col):
+        return F.min(F.when(failing(col), F.col("commit_seq")))
+
+    return order.groupBy("source").agg(
+        F.count(F.lit(1)).alias("commit_seqs"),
+        F.sum("transactions").alias("transactions"), F.sum("changes").alias("changes"),
+        F.count(F.when(failing("seq_follows_commit_order"), 1)).alias("out_of_order"),
+        first("seq_follows_commit_order").alias("first_out_of_order"),
+        F.count(F.when(failing("changes_match_transaction"), 1)).alias("unmatched"),
+        first("changes_match_transaction").alias("first_unmatched"))
+
+
 def prepare_commit_order(spark, manifest: dict, run_dir: Path):
-    """``commit_order`` over the staged changes and the staged transactions that hold a
-    commit_seq (with their source's ``seq_base`` from the manifest)."""
+    """``commit_order_summary`` of ``commit_order`` over the staged changes and the staged
+    transactions that hold a commit_seq (with their source's ``seq_base`` from the manifest)."""
     from pyspark.sql import functions as F
 
     base = local_frame(spark, [(s["name"], int(s["seq_base"])) for s in manifest["sources"]],
@@ -164,7 +189,7 @@ def prepare_commit_order(spark, manifest: dict, run_dir: Path):
                                                      "commit_position")
     tx = read_staged(spark, run_dir, TRANSACTIONS).filter(F.col("commit_seq").isNotNull()) \
         .join(base, "source", "left")
-    return commit_order(ch, tx)
+    return commit_order_summary(commit_order(ch, tx))
 
 
 def prepare_changes(spark, manifest: dict, run_dir: Path):

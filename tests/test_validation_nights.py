@@ -105,7 +105,7 @@ def test_duplicated_commit_seq_fails_and_publishes_nothing(spark, base, tmp_path
     monkeypatch.setattr(pipeline, "order_night", order_then_corrupt)
     rc, out = W.run_night(root, base["config"], W.DATE2)
     assert_failed_night(root, before, rc, out,
-                        {"changes:source,commit_seq,event_seq", "commit_order:changes_match_transaction"},
+                        {"changes:source,commit_seq,event_seq", "commit_order:unmatched"},
                         "keys (source, commit_seq, event_seq) unique")
 
 
