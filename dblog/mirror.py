@@ -534,6 +534,18 @@ def truncate_epochs(events, truncs, n_truncates: int | None = None):
                       F.coalesce(F.col("n_t"), F.lit(0)).cast("long").alias("n_t")), numbered
 
 
+# A 64-bit hash of (source, table_id, key) leads the keys of the joins and the window by
+# key: a sort compares rows by an 8-byte prefix of its first key, and the source (the same
+# for every row of a source) left every comparison to the whole strings
+KH = "_kh"
+
+
+def key_hash():
+    from pyspark.sql import functions as F
+
+    return F.xxhash64("source", "table_id", "key")
+
+
 def apply_night(spark, changes, prev, meta, date: str, keep=None, n_truncates: int | None = None):
     """The night's changes applied to the previous mirror rows.
 
@@ -582,7 +594,8 @@ def apply_night(spark, changes, prev, meta, date: str, keep=None, n_truncates: i
         F.col("kb").alias("key"), F.lit(0).alias("sub"), F.lit("rm").alias("act"),
         F.lit(True).alias("check")))
     events = ch.select(*ids, cs, es, F.explode(F.array(up, rm)).alias("e")) \
-        .filter(F.col("e").isNotNull()).select(*ids, "e.key", cs, es, "e.sub", "e.act", "e.check")
+        .filter(F.col("e").isNotNull()).select(*ids, "e.key", cs, es, "e.sub", "e.act", "e.check") \
+        .withColumn(KH, key_hash())
     if n_truncates == 0:      # known: no truncate tonight, no epochs to find
         key_events, numbered = events.withColumn("epoch", F.lit(0).cast("long")) \
             .withColumn("n_t", F.lit(0).cast("long")), None
@@ -590,10 +603,12 @@ def apply_night(spark, changes, prev, meta, date: str, keep=None, n_truncates: i
         truncs = rowed.filter(F.col("op") == "t").join(F.broadcast(meta.select(*ids)), ids) \
             .select(*ids, cs, es)
         key_events, numbered = truncate_epochs(events, truncs, n_truncates)
-    start = prev.select(*ids, "key", F.col("row").alias("p_row"))
-    tl = key_events.join(start.select(*ids, "key", F.lit(True).alias("in_prev")), ids + ["key"], "left") \
+    prev = prev.withColumn(KH, key_hash())
+    keyed = [KH, *ids, "key"]
+    start = prev.select(*keyed, F.col("row").alias("p_row"))
+    tl = key_events.join(start.select(*keyed, F.lit(True).alias("in_prev")), keyed, "left") \
         .withColumn("in_prev", F.coalesce("in_prev", F.lit(False)))
-    w = Window.partitionBy(*ids, "key").orderBy(cs, es, "sub")
+    w = Window.partitionBy(*keyed).orderBy(cs, es, "sub")
     whole = w.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
     present_after = F.col("act") == "up"
     prior = F.coalesce(F.lag(present_after).over(w), F.col("in_prev"))
@@ -629,7 +644,7 @@ def apply_night(spark, changes, prev, meta, date: str, keep=None, n_truncates: i
     by_tail = F.col("tail_t").isNotNull()
     won = ~by_tail & present_after      # the key ends on an upsert: the row is its after image
     per_key = last.select(
-        *ids, "key",
+        *keyed,
         (F.col("k_named") + by_tail.cast("long")).alias("n_changes"),
         first_cs.alias("first_commit_seq"),
         F.when(by_tail, t_cs).otherwise(cs).alias("last_commit_seq"),
@@ -643,7 +658,7 @@ def apply_night(spark, changes, prev, meta, date: str, keep=None, n_truncates: i
         *ids, F.col("commit_seq").alias("w_cs"), F.col("event_seq").alias("w_es"),
         F.col("after").alias("w_row"))
     per_key = keep(per_key.hint("shuffle_hash").join(images, ids + ["w_cs", "w_es"], "left")
-                   .join(start, ids + ["key"], "left"))
+                   .join(start, keyed, "left"))
     end_present = F.col("last.act") == "up"
     net_named = per_key.select(
         *ids, "key",
@@ -653,7 +668,7 @@ def apply_night(spark, changes, prev, meta, date: str, keep=None, n_truncates: i
         F.when(end_present, F.col("w_row")).alias("after"),
         "first_commit_seq", "last_commit_seq", "n_changes").filter(F.col("net_op").isNotNull())
     # rows of the previous mirror that no change names: kept, or removed by the first truncate
-    unnamed = prev.join(per_key.select(*ids, "key"), ids + ["key"], "left_anti")
+    unnamed = prev.join(per_key.select(*keyed), keyed, "left_anti")
     if numbered is None:
         unnamed = unnamed.withColumn("t_seq", F.lit(None).cast("long"))
     else:
