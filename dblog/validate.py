@@ -135,8 +135,11 @@ def commit_order(changes, transactions):
     seen = rows(per_seq, 2, commit_seq=F.col("commit_seq"), n=F.col("n"), h_lo=F.col("h_lo"),
                 h_hi=F.col("h_hi"))
     kind = F.col("kind")
-    # grouped by commit_seq first: the aggregation sorts by it, and a long sorts by prefix
-    at = holds.unionByName(precedes).unionByName(seen).groupBy("commit_seq", "source").agg(
+    # grouped by commit_seq first: the aggregation sorts by it, and a long sorts by prefix;
+    # the rows of a commit_seq come from different files, so they are exchanged first and
+    # sorted once (a partial aggregation before the exchange would sort them for nothing)
+    at = holds.unionByName(precedes).unionByName(seen).repartition("commit_seq", "source") \
+        .groupBy("commit_seq", "source").agg(
         F.count(F.when(kind == 0, 1)).alias("transactions"),
         F.count(F.when(kind == 1, 1)).alias("n_before"),
         F.max(F.when(kind == 0, F.col("key"))).alias("key"),
