@@ -93,6 +93,9 @@ def main(argv: list[str]) -> int:
         spark = _spark(master)
         spark.range(1).count()       # the JVM and the session are up before any timing
         result["spark_start"] = [t0, time.time()]
+        from dblog.jvmcache import mapped_archive
+
+        result["jvm_class_archive"] = mapped_archive(spark)
     for info in spec["nights"]:
         fmt = info["format"]
         res: dict = {"phases": {}}

@@ -59,7 +59,11 @@ def machine() -> dict:
         commit = ""
     import pyspark
 
-    return {"nproc": os.cpu_count(), "cpu": cpu, "memory": mem, "platform": platform.platform(),
+    from dblog.jvmcache import find_archive
+
+    archive = find_archive()
+    return {"jvm_class_archive": str(archive) if archive else None,
+            "nproc": os.cpu_count(), "cpu": cpu, "memory": mem, "platform": platform.platform(),
             "python": platform.python_version(), "pyspark": pyspark.__version__,
             "commit": commit, "loadavg_start": [round(x, 2) for x in os.getloadavg()]}
 

@@ -62,7 +62,10 @@ class DblogSparkSubmitOperator(SparkSubmitOperator):
     """spark-submit with the Spark jobs' environment computed when the task runs."""
 
     def execute(self, context):
-        self.env_vars = {**at.spark_env(), **(self.env_vars or {})}
+        from airflow.sdk import BaseHook
+
+        master = BaseHook.get_connection(self._conn_id).host or ""
+        self.env_vars = {**at.spark_env(master), **(self.env_vars or {})}
         return super().execute(context)
 
 

@@ -174,10 +174,14 @@ def job_path(name: str) -> str:
     return str(JOBS_DIR / f"{name}.py")
 
 
-def spark_env() -> dict[str, str]:
-    """Environment of the spark-submit processes: the venv's Python on both sides.
-    Called when a Spark task runs (never when the DAG is parsed)."""
+def spark_env(master: str | None = None) -> dict[str, str]:
+    """Environment of the spark-submit processes: the venv's Python on both sides; on a
+    local ``master`` (the connection's host), the driver JVM maps the class archive of
+    ``dblog jvm-cache`` when there is one (``SPARK_SUBMIT_OPTS``, which spark-submit gives
+    the driver JVM only). Called when a Spark task runs (never when the DAG is parsed)."""
     import sys
+
+    from .jvmcache import java_options
 
     python = os.environ.get("PYSPARK_PYTHON") or sys.executable
     env = {"PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python,
@@ -185,6 +189,11 @@ def spark_env() -> dict[str, str]:
     for key in ("DBLOG_DATA_ROOT", "DBLOG_CONFIG", "DBLOG_SHUFFLE_PARTITIONS", "JAVA_HOME"):
         if os.environ.get(key):
             env[key] = os.environ[key]
+    opts = os.environ.get("SPARK_SUBMIT_OPTS", "")
+    if (master or "").startswith("local") and "SharedArchiveFile" not in opts and "Xshare" not in opts:
+        archive = java_options()
+        if archive:
+            env["SPARK_SUBMIT_OPTS"] = " ".join([opts, *archive]).strip()
     return env
 
 

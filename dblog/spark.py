@@ -41,6 +41,12 @@ Memory and shuffle defaults (docs/ARCHITECTURE.md, "Memory"):
   task. ``DBLOG_PYTHON_DAEMON`` names another module, or ``pyspark`` for Spark's own; a
   ``spark.python.daemon.module`` set by ``PYSPARK_SUBMIT_ARGS`` or ``spark-defaults.conf``
   is kept.
+* **The JVM maps the classes it loads from an archive** when ``dblog jvm-cache`` built one
+  for this Java runtime and Spark (``dblog.jvmcache``; ``class_archive_options``): a local
+  JVM this process starts gets ``-XX:SharedArchiveFile`` beside the JIT's options, under
+  the same rules (nothing under spark-submit, for a non-local master, or when
+  ``spark.driver.extraJavaOptions`` is configured elsewhere); ``DBLOG_JVM_CACHE=off`` turns
+  it off.
 * ``DBLOG_SPARK_EVENT_LOG=DIR`` writes Spark's event log there (``python -m bench.eventlog
   DIR`` says which queries, jobs and tasks a run spent its time on).
 """
@@ -180,6 +186,29 @@ def jit_settings(master: str | None, night_bytes: int | None = None) -> dict[str
     return {"spark.driver.extraJavaOptions": SMALL_NIGHT_JIT}
 
 
+def class_archive_options(master: str | None) -> list[str]:
+    """The JVM options that map the class archive ``dblog jvm-cache`` built
+    (``dblog.jvmcache``) into a local JVM this process starts: none when there is no
+    archive, when the JVM runs already, for a non-local master, or when
+    ``spark.driver.extraJavaOptions`` is configured elsewhere."""
+    from .jvmcache import java_options
+
+    if jvm_running():
+        return []
+    local = master is None or master.startswith("local")
+    if not local or _configured_elsewhere("spark.driver.extraJavaOptions", "--driver-java-options"):
+        return []
+    return java_options()
+
+
+def java_settings(master: str | None, night_bytes: int | None = None) -> dict[str, str]:
+    """``spark.driver.extraJavaOptions`` of a local JVM this process starts: the JIT's
+    (``jit_settings``) and the class archive's (``class_archive_options``), or nothing."""
+    options = [o for o in (jit_settings(master, night_bytes).get("spark.driver.extraJavaOptions"),) if o]
+    options += class_archive_options(master)
+    return {"spark.driver.extraJavaOptions": " ".join(options)} if options else {}
+
+
 def codegen_settings(master: str | None, night_bytes: int | None = None) -> dict[str, str]:
     """``SMALL_NIGHT_SQL`` for a local session of a small night (the rules of ``jit_settings``:
     at most ``SMALL_NIGHT_BYTES``, local master, a JVM this process starts), nothing (Spark's
@@ -259,7 +288,7 @@ def get_session(master: str | None = None, app: str = "dblog", conf: dict | None
     settings["spark.sql.shuffle.partitions"] = os.environ.get("DBLOG_SHUFFLE_PARTITIONS",
                                                               str(INITIAL_PARTITIONS))
     settings.update(memory_settings(master))
-    settings.update(jit_settings(master, night_bytes))
+    settings.update(java_settings(master, night_bytes))
     settings.update(codegen_settings(master, night_bytes))
     settings.update(daemon_settings(master))
     if os.environ.get("DBLOG_SPARK_EVENT_LOG"):     # for `python -m bench.eventlog DIR`
