@@ -183,7 +183,11 @@ def _lock(path: Path) -> bool:
                 pid = int(path.read_text().strip() or "0")
             except (OSError, ValueError):
                 pid = 0
-            if pid and _alive(pid):
+            try:
+                fresh = time.time() - path.stat().st_mtime < 60
+            except OSError:
+                fresh = False
+            if (pid and _alive(pid)) or (not pid and fresh):   # no pid yet: just being taken
                 return False
             path.unlink(missing_ok=True)
             continue
@@ -287,6 +291,7 @@ def build(force: bool = False, transactions: int = BUILD_TRANSACTIONS, say=print
         options = " ".join(["-XX:+VerifySharedSpaces", f"-XX:ArchiveClassesAtExit={tmp}", *QUIET])
         spark = get_session("local[2]", app="dblog-jvm-cache",
                             conf={"spark.driver.extraJavaOptions": options})
+        spark.sparkContext.setLogLevel("ERROR")    # the sample nights' WARN lines are not news
         with tempfile.TemporaryDirectory(prefix="dblog-jvm-cache-") as work:
             (workload or _sample_nights)(spark, Path(work), transactions, say)
             t = time.monotonic()

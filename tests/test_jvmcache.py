@@ -90,6 +90,10 @@ def test_one_builder_at_a_time_and_a_dead_ones_lock_is_taken_over(tmp_path):
     lock = tmp_path / "spark-k.lock"
     assert jc._lock(lock) and lock.read_text() == str(os.getpid())
     assert not jc._lock(lock)                           # held by a live process (this one)
+    lock.write_text("")                                 # being taken: its pid not written yet
+    assert not jc._lock(lock)
+    os.utime(lock, (1, 1))                              # ... and never written: a dead taker's
+    assert jc._lock(lock) and lock.read_text() == str(os.getpid())
     lock.write_text(str(dead_pid()))
     assert jc._lock(lock) and lock.read_text() == str(os.getpid())
 
