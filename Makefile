@@ -39,13 +39,13 @@ test-fast: $(STAMP)
 # Local Airflow (standalone on SQLite, AIRFLOW_HOME=.airflow/) with sample nights from 3 days
 # ago through today in data/landing; UI on http://localhost:$(AIRFLOW_PORT), no login.
 AIRFLOW_PORT ?= 8080
-airflow: $(STAMP)
+airflow: $(STAMP) jvm-cache
 	$(BIN)/dblog synth --date $$($(BIN)/python -c "import datetime as d; print(d.date.today() - d.timedelta(days=3))") \
 		--days 4 --transactions $(TRX) --data-root $(DATA)
 	DBLOG_DATA_ROOT=$(DATA) AIRFLOW_PORT=$(AIRFLOW_PORT) bin/airflow-local
 
 # One night through the DAG without the scheduler (airflow dags test), on the sample data.
-airflow-dags-test: $(STAMP)
+airflow-dags-test: $(STAMP) jvm-cache
 	$(BIN)/dblog synth --date $(DATE) --transactions $(TRX) --data-root $(DATA)
 	DBLOG_DATA_ROOT=$(DATA) bin/airflow-local --prepare
 	. bin/airflow-env.sh && DBLOG_DATA_ROOT=$(DATA) airflow dags test dblog_nightly $(DATE)
@@ -70,7 +70,7 @@ clean:
 N ?= 1000000
 BENCH_ARGS ?=
 .PHONY: bench
-bench: $(STAMP)
+bench: $(STAMP) jvm-cache
 	$(BIN)/python -m bench --n $(N) $(BENCH_ARGS)
 
 # Seeded mutation fuzzing of every format's decoder (issue 15; docs/ROBUSTNESS.md): crashes,

@@ -286,6 +286,7 @@ def build(force: bool = False, transactions: int = BUILD_TRANSACTIONS, say=print
         return {"path": None, "status": "busy", "why": f"another process builds it ({lock})"}
     tmp = directory / f"{key}.{os.getpid()}.tmp"
     t0 = time.monotonic()
+    spark = None
     try:
         tmp.unlink(missing_ok=True)
         options = " ".join(["-XX:+VerifySharedSpaces", f"-XX:ArchiveClassesAtExit={tmp}", *QUIET])
@@ -295,11 +296,13 @@ def build(force: bool = False, transactions: int = BUILD_TRANSACTIONS, say=print
         with tempfile.TemporaryDirectory(prefix="dblog-jvm-cache-") as work:
             (workload or _sample_nights)(spark, Path(work), transactions, say)
             t = time.monotonic()
-            rc = _stop_and_wait(spark, BUILD_TIMEOUT_S)
+            rc, spark = _stop_and_wait(spark, BUILD_TIMEOUT_S), None
         say(f"  the JVM wrote its classes and exited in {time.monotonic() - t:.1f} s (exit code {rc})")
         if rc != 0:
             raise BuildError(f"the JVM exited with {rc} while writing {tmp}")
-        size = tmp.stat().st_size if tmp.exists() else 0
+        if not tmp.exists():
+            raise BuildError(f"the JVM exited without writing a class archive to {tmp}")
+        size = tmp.stat().st_size
         path = directory / f"{key}.{size}.jsa"
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())      # whole on disk before it takes its name
@@ -308,9 +311,12 @@ def build(force: bool = False, transactions: int = BUILD_TRANSACTIONS, say=print
             path.unlink(missing_ok=True)
             raise BuildError(f"the JVM exited without writing a class archive to {tmp}")
         _prune(directory, path)
-    except FileNotFoundError as exc:
-        raise BuildError(f"the JVM exited without writing a class archive to {tmp} ({exc})") from None
     except BaseException:
+        if spark is not None:     # the workload failed: stop the JVM before its file goes
+            try:
+                _stop_and_wait(spark, 120)
+            except Exception:  # noqa: BLE001 - the first failure is the one to report
+                pass
         tmp.unlink(missing_ok=True)
         raise
     finally:
@@ -332,6 +338,10 @@ def command(force: bool = False) -> int:
         done = build(force=force)
     except BuildError as exc:
         print(f"jvm-cache: not built: {exc}", file=sys.stderr)
+        return 1
+    except Exception as exc:  # noqa: BLE001 - e.g. the directory not writable, a sample night failed
+        print(f"jvm-cache: not built: {type(exc).__name__}: {exc}; Spark starts without it",
+              file=sys.stderr)
         return 1
     if done["status"] == "built":
         print(f"jvm-cache: built {done['path']} ({done['bytes'] // 2**20} MB) in {done['seconds']} s")

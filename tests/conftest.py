@@ -22,7 +22,7 @@ logging.getLogger("py4j").setLevel(logging.WARNING)
 # pytest-xdist workers, a file at a time per worker (``--dist loadfile``, in collection
 # order): these start first so that the two workers finish together.
 SLOW_FIRST = ("test_browser.py", "test_pipeline.py", "test_airflow_dags_test.py", "test_history.py",
-              "test_mirror.py", "test_ordering.py", "test_landing_night.py", "test_bench.py",
+              "test_mirror.py", "test_ordering.py", "test_landing_night.py", "test_jvmcache.py", "test_bench.py",
               "test_decode_ranges.py", "test_validation_suites.py", "test_validation_nights.py",
               "test_publish.py", "test_report.py")
 

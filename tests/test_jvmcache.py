@@ -169,7 +169,12 @@ BUILD = textwrap.dedent("""
     def workload(spark, workdir, transactions, say):
         spark.range(0, 20000).selectExpr("id % 7 AS k").groupBy("k").count() \\
             .write.parquet(str(workdir / "out"))
-    print(json.dumps(jc.build(workload=workload, say=lambda *_: None)))
+        if sys.argv[1:] == ["fail"]:
+            raise RuntimeError("the sample night failed")
+    try:
+        print(json.dumps(jc.build(workload=workload, say=lambda *_: None)))
+    except RuntimeError as exc:
+        print(json.dumps({"status": "failed", "error": str(exc)}))
 """)
 
 USE = textwrap.dedent("""
@@ -183,9 +188,9 @@ USE = textwrap.dedent("""
 """)
 
 
-def run_py(code: str, env: dict) -> tuple[dict, str]:
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                          cwd=REPO, timeout=600)
+def run_py(code: str, env: dict, *args: str) -> tuple[dict, str]:
+    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                          env=env, cwd=REPO, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     import json
 
@@ -200,6 +205,9 @@ def test_build_then_map_and_a_damaged_archive_is_not_used(tmp_path):
     env = {**os.environ, jc.ENV: str(tmp_path), "PYTHONPATH": str(REPO)}
     for var in ("PYSPARK_SUBMIT_ARGS", "SPARK_SUBMIT_OPTS", "PYSPARK_GATEWAY_PORT"):
         env.pop(var, None)
+    failed, _ = run_py(BUILD, env, "fail")           # the workload fails: nothing is left behind
+    assert failed == {"status": "failed", "error": "the sample night failed"}
+    assert list(tmp_path.iterdir()) == []
     built, _ = run_py(BUILD, env)
     path = Path(built["path"])
     assert built["status"] == "built" and path.parent == tmp_path and jc.is_archive(path)
