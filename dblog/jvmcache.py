@@ -1,27 +1,30 @@
 """The local Spark JVM's class archive (HotSpot class data sharing).
 
-A Spark JVM loads about 20,000 classes from Spark's 280 jars: reading, parsing and verifying
+A Spark JVM loads about 20,000 classes from Spark's 287 jars: reading, parsing and verifying
 them costs seconds at every start and again in the first queries, which load the classes of
 Spark SQL, Parquet and Arrow as they first need them. HotSpot (JDK 13 and later) can write
 the classes a JVM loaded to an archive when it exits (``-XX:ArchiveClassesAtExit``) and map
-them from it at the next start (``-XX:SharedArchiveFile``). Measured on ``make run``'s night
-(docs/BENCHMARK.md, "The JVM's class archive"): a session's start and first query 11.3-12.1 s
--> 7.3-7.6 s; the night's stage and decode each 1.2-1.5 s shorter.
+them from it at the next start (``-XX:SharedArchiveFile``). Measured (docs/BENCHMARK.md,
+"Sixteenth session: the JVM's class archive"): a session's start and first tiny query
+7.3-10.1 s -> 4.3-5.1 s; a spark-submit of a trivial job 8.3 -> 4.6 s; ``make run``'s night
+2-3 s shorter.
 
 * ``dblog jvm-cache`` (run by the Makefile's set-up) builds it: one JVM runs a small sample
   night of every configured format twice (once as a small night runs, without code
   generation, once with it) and writes the classes it loaded as it exits, to a temporary
-  name; the archive takes its name (an atomic rename) only after that JVM exited with 0 and
-  the file starts with HotSpot's magic number for such archives. Builds are serialised by a
-  lock file (a dead builder's lock is taken over).
+  name; the archive takes its name (an atomic rename, after an fsync) only after that JVM
+  exited with 0. Builds are serialised by a lock file (a dead builder's lock is taken over);
+  a build whose sample nights fail stops its JVM and leaves nothing behind.
 * A local JVM this process starts (``dblog run``, the tests, the benchmark; the DAG's
   spark-submit on a local master) maps the archive when it exists (``java_options``);
   nothing changes when it does not.
 * The archive's name carries a hash of the Java runtime and of Spark's jars (path, size,
-  modification time), so another runtime or another Spark install gets its own. HotSpot
-  checks the archive's header and class path itself too and, where they do not match, loads
-  the classes as without it (``-Xshare:auto``, the default): a stale or foreign archive
-  costs a warning, never a failure.
+  modification time), so another runtime or another Spark install gets its own; HotSpot
+  checks the header and class path itself too. What a damaged archive does (both tried):
+  HotSpot maps the file, so one shorter than it was written would crash the JVM (SIGBUS),
+  and the name also carries the size: a file of another size is never offered. Damage
+  inside a whole-length file fails HotSpot's region checksums (``-XX:+VerifySharedSpaces``):
+  the JVM prints a warning and starts without it.
 * ``DBLOG_JVM_CACHE``: the directory (default ``$XDG_CACHE_HOME/dblog`` or
   ``~/.cache/dblog``), or ``off``. Archives are ~150-200 MB; a build keeps the newest
   ``KEEP`` of them.
