@@ -48,7 +48,7 @@ airflow: $(STAMP) jvm-cache
 airflow-dags-test: $(STAMP) jvm-cache
 	$(BIN)/dblog synth --date $(DATE) --transactions $(TRX) --data-root $(DATA)
 	DBLOG_DATA_ROOT=$(DATA) bin/airflow-local --prepare
-	. bin/airflow-env.sh && DBLOG_DATA_ROOT=$(DATA) airflow dags test dblog_nightly $(DATE)
+	DBLOG_DATA_ROOT=$(DATA) bash -c '. bin/airflow-env.sh && airflow dags test dblog_nightly $(DATE)'
 
 test-airflow: $(STAMP)
 	$(BIN)/python -m pytest -q tests/test_dag.py tests/test_airflow_dags_test.py
