@@ -87,8 +87,10 @@ def markdown(report: dict) -> str:
              f"{m['memory']}; Python {m['python']}, PySpark {m['pyspark']}; commit "
              f"{m['commit']}; load average at start {m['loadavg_start']}, at end "
              f"{m.get('loadavg_end')}" + (f"; label: {m['label']}" if m.get("label") else "")
-             + f"; the JVMs' class archive (`dblog jvm-cache`): "
-               f"{'mapped' if m.get('jvm_class_archive') else 'none'}", "",
+             + "; the JVMs' class archive (`dblog jvm-cache`): "
+               + ("present (each job's result says whether its JVM mapped it)"
+                  if m.get("jvm_class_archive") else "none"),
+             "",
              "## Per format and stage", "",
              "| format | stage | master | seconds | archive MB | records | records/s | MB/s "
              "| driver py MB | JVM MB | workers MB | tree MB | load1 |",

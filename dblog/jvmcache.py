@@ -111,6 +111,11 @@ def archive_path() -> Path | None:
     return d / f"spark-{key}.*.jsa"
 
 
+def _key(path: Path) -> str:
+    """``spark-<key>`` of an archive's (or its lock's, its temporary file's) name."""
+    return path.name.split(".")[0]
+
+
 def _named_size(path: Path) -> int | None:
     parts = path.name.split(".")
     return int(parts[-2]) if len(parts) >= 3 and parts[-2].isdigit() else None
@@ -204,11 +209,10 @@ def _prune(directory: Path, keep: Path) -> list[Path]:
     """Remove other archives of ``keep``'s key (earlier builds), all but the newest ``KEEP``
     archives overall (always keeping ``keep``), and temporary files of builders that are gone."""
     removed = []
-    key = keep.name.split(".")[0]
     archives = sorted(directory.glob("spark-*.jsa"), key=lambda p: p.stat().st_mtime, reverse=True)
     others = [a for a in archives if a != keep]
-    for p in [a for a in others if a.name.split(".")[0] == key] + \
-             [a for a in others if a.name.split(".")[0] != key][KEEP - 1:]:
+    for p in [a for a in others if _key(a) == _key(keep)] + \
+             [a for a in others if _key(a) != _key(keep)][KEEP - 1:]:
         p.unlink(missing_ok=True)
         removed.append(p)
     for tmp in directory.glob("spark-*.*.tmp"):
@@ -282,7 +286,7 @@ def build(force: bool = False, transactions: int = BUILD_TRANSACTIONS, say=print
         return {"path": str(found), "status": "exists", "bytes": found.stat().st_size}
     if jvm_running():
         raise BuildError("a Spark JVM already runs in this process; build the archive in a new one")
-    directory, key = pattern.parent, pattern.name.split(".")[0]
+    directory, key = pattern.parent, _key(pattern)
     directory.mkdir(parents=True, exist_ok=True)
     lock = directory / f"{key}.lock"
     if not _lock(lock):
@@ -330,11 +334,7 @@ def build(force: bool = False, transactions: int = BUILD_TRANSACTIONS, say=print
 
 def command(force: bool = False) -> int:
     """``dblog jvm-cache``: build the archive if missing; exit 0 unless a build failed."""
-    found = find_archive()
-    if found is not None and not force:
-        print(f"jvm-cache: up to date: {found} ({found.stat().st_size // 2**20} MB)")
-        return 0
-    if archive_path() is not None:
+    if archive_path() is not None and (force or find_archive() is None):
         print(f"jvm-cache: building the Spark JVM's class archive in {archive_path().parent} "
               f"(one JVM runs two small sample nights, 1-2 minutes)", flush=True)
     try:
@@ -349,7 +349,7 @@ def command(force: bool = False) -> int:
     if done["status"] == "built":
         print(f"jvm-cache: built {done['path']} ({done['bytes'] // 2**20} MB) in {done['seconds']} s")
     elif done["status"] == "exists":
-        print(f"jvm-cache: up to date: {done['path']}")
+        print(f"jvm-cache: up to date: {done['path']} ({done['bytes'] // 2**20} MB)")
     else:
         print(f"jvm-cache: not built ({done['why']}); Spark starts without it")
     return 0
