@@ -45,6 +45,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -404,22 +405,70 @@ def _key_text(v, kind: str):
     return F.when(v.isNull(), F.lit("null")).otherwise(text)
 
 
+# the raw JSON tokens a key value may be taken as written, when ``key_of`` would write the
+# same text: an integer without leading zeros or a minus zero (the parser writes those back
+# as they are), a string without escapes (quoted as it is), null
+_INT_TOKEN = r"(?:0|-?[1-9][0-9]{0,17})"
+_STR_TOKEN = r'"[^"\\\x00-\x1f]*"'
+
+
+def leading_key_pattern(sig) -> str:
+    """A Java regular expression matching a row image whose first fields are the key
+    columns of the layout ``sig`` ((column, kind), ...), in order, each written with one of
+    the tokens ``key_of`` writes back unchanged; group 1 is then exactly the inside of the
+    key's JSON object as ``key_of`` writes it (names as ``json.dumps`` writes them, ``": "``
+    and ``", "`` between). Anchored at the image's start, so a field of a nested value or a
+    string can never match; a BLOB key never matches (its reference object is rewritten)."""
+    parts = []
+    for name, kind in sig:
+        if kind == "lob":
+            return r"(?!)"
+        token = _INT_TOKEN if kind == "num" else _STR_TOKEN
+        parts.append(re.escape(json.dumps(name)) + ": (?:" + token + "|null)")
+    return r"^\{(" + ", ".join(parts) + r")(?:, |\})"
+
+
 def with_keys(df, images: dict, plan: KeyPlan, sig_col: str = "key_sig"):
     """``df`` plus, per ``out: image column`` of ``images``, ``out``: the JSON object of the
     key columns of the image, exactly as ``key_of`` gives it (``sig_col``: the table's key
-    layout index, from ``plan.table_sig``). Each image is parsed once, by a ``from_json``
-    of the key columns alone (the same converter as ``key_of``'s map, so the same texts:
-    numbers as written back by the parser, objects as compact JSON); the other fields are
-    skipped, not built."""
+    layout index, from ``plan.table_sig``).
+
+    The decoders write a row image's fields in catalog order, so a key is mostly the
+    image's first fields: then its text is cut from the image as written (one anchored
+    regular expression, ``leading_key_pattern``: only tokens that ``key_of`` writes back
+    unchanged; catalog column names are unique, so a leading field is the field; an image
+    not closed by ``}`` is left to the parser, which reads no field of it). Any other image
+    is parsed once, by a ``from_json`` of the key columns alone (the same converter as
+    ``key_of``'s map, so the same texts: numbers as written back by the parser, objects as
+    compact JSON); the other fields are skipped, not built. The parse took most of the
+    mirror's key events (docs/BENCHMARK.md, "Seventeenth session")."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import StringType, StructField, StructType
 
     schema = StructType([StructField(n, StringType()) for n in plan.names])
-    tmp = {out: (f"__kv_{out}", f"__has_{out}") for out in images}
-    df = df.withColumns({**{kv: F.from_json(images[out], schema) for out, (kv, _h) in tmp.items()},
-                         **{h: images[out].isNotNull() for out, (_kv, h) in tmp.items()}})
+    tmp = {out: (f"__kv_{out}", f"__has_{out}", f"__lead_{out}") for out in images}
+
+    def leading(image):
+        cut = None
+        for i, sig in enumerate(plan.signatures):
+            got = F.regexp_extract(image, leading_key_pattern(sig), 1)
+            if len(plan.signatures) == 1:
+                cut = got
+                break
+            cut = F.when(F.col(sig_col) == i, got) if cut is None else cut.when(F.col(sig_col) == i, got)
+        # an image cut short (not closed) is the parser's: it reads no field of it
+        return F.when(image.endswith("}"), cut).otherwise(F.lit(""))
+
+    # the leading cut first (a column of its own, so the parse below is computed only for
+    # the images it did not cut; the optimizer keeps a non-trivial expression used twice in
+    # its own projection)
+    df = df.withColumns({lead: leading(images[out]) for out, (_kv, _h, lead) in tmp.items()})
+    df = df.withColumns({
+        **{kv: F.when(images[out].isNotNull() & (F.col(lead) == ""), F.from_json(images[out], schema))
+           for out, (kv, _h, lead) in tmp.items()},
+        **{h: images[out].isNotNull() for out, (_kv, h, _l) in tmp.items()}})
     outs = {}
-    for out, (kv, has) in tmp.items():
+    for out, (kv, has, lead) in tmp.items():
         def layout(sig):
             parts = [F.lit("{")]
             for i, (name, kind) in enumerate(sig):
@@ -433,8 +482,9 @@ def with_keys(df, images: dict, plan: KeyPlan, sig_col: str = "key_sig"):
             for i, sig in enumerate(plan.signatures):
                 key = (F.when(F.col(sig_col) == i, layout(sig)) if key is None
                        else key.when(F.col(sig_col) == i, layout(sig)))
-        outs[out] = F.when(F.col(has), key)
-    return df.withColumns(outs).drop(*[c for pair in tmp.values() for c in pair])
+        cut = F.concat(F.lit("{"), F.col(lead), F.lit("}"))
+        outs[out] = F.when(F.col(has), F.when(F.col(lead) != "", cut).otherwise(key))
+    return df.withColumns(outs).drop(*[c for names in tmp.values() for c in names])
 
 
 def key_sigs(spark, plan: KeyPlan):

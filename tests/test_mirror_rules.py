@@ -127,6 +127,54 @@ def test_keys_from_one_parse_equal_key_of(spark):
     assert want[2] == '{"ID": 2, "K2": "end\\n"}' and want[len(strings) + 4] == '{"ID": 7, "K2": "aé\\u001f"}'
 
 
+def test_leading_keys_cut_from_the_image_equal_key_of(spark):
+    """A key that is the image's first fields is cut from the image as written
+    (``leading_key_pattern``) only when ``key_of`` writes the same text, else parsed: integers
+    (minus zero, leading zeros, 19 digits, exponents and floats parsed), strings with and
+    without escapes, nulls, a key not first, a key's name inside a string or a nested value
+    before it, no space after a colon; then seeded random images of typed rows rendered by
+    the project's ``RowRenderer``, keys first or not, against ``key_of``."""
+    from dblog.mirror import key_meta, key_of, key_plan, key_sigs, leading_key_pattern, with_keys
+    from pyspark.sql import functions as F
+
+    assert leading_key_pattern((("BL", "lob"),)) == r"(?!)"
+    key_first = (Column("ID", "BIGINT", False), Column("K2", "VARCHAR", length=12),
+                 Column("V", "VARCHAR", length=30))
+    key_last = (Column("V", "VARCHAR", length=30), Column("K2", "VARCHAR", length=12),
+                Column("ID", "BIGINT", False))
+    tables = [("1", ("ID", "K2"), key_first), ("2", ("K2",), key_first), ("3", ("ID",), key_last),
+              ("4", ("ID",), key_first)]
+    meta = key_meta(spark, [{"source": "s", "table_id": t, "schema_name": "S", "table_name": f"T{t}",
+                             "key": list(k), "columns": list(c)} for t, k, c in tables])
+    plan = key_plan(meta)
+    hand = ['{"ID": 5, "K2": "a", "V": "x"}', '{"ID": -0, "K2": "a"}', '{"ID": 007, "K2": "a"}',
+            '{"ID": 1234567890123456789, "K2": "a"}', '{"ID": 1e3, "K2": "a"}', '{"ID": 2.50, "K2": "a"}',
+            '{"ID": null, "K2": null}', '{"ID": 5, "K2": "a\\"b"}', '{"ID": 5, "K2": "\\u00e9"}',
+            '{"ID": 5, "K2": "é"}', '{"ID":5, "K2": "a"}', '{"K2": "a", "ID": 5}', '{"ID": 5}',
+            '{"V": "{\\"ID\\": 1, ", "ID": 9}', '{"V": {"ID": 1}, "ID": 9}', '{"ID": "5", "K2": "a"}',
+            '{"ID": 5, "K2": 12}', '{"ID": 5, "K2": "a"', '{"ID": 5, "K2": "a"}x', "{}", "", None]
+    rows = [(t, img) for t in ("1", "2", "3", "4") for img in hand]
+    rng = random.Random(20261128)
+    for n in range(400):
+        t, _, cols = tables[n % len(tables)]
+        values = [rng.choice([rng.randrange(-10 ** 12, 10 ** 12), 0, None]) if c.name == "ID"
+                  else rng.choice([None, "", "k", 'q"', "tab\t", "é€", "\u0001", str(rng.random())])
+                  for c in cols]
+        rows.append((t, RowRenderer(cols)(values)))
+    df = spark.createDataFrame([("s", t, n, img) for n, (t, img) in enumerate(rows)],
+                               "source STRING, table_id STRING, n INT, img STRING")
+    want = {r["n"]: r["k"] for r in df.join(meta, ["source", "table_id"])
+            .select("n", key_of(F.col("img")).alias("k")).collect()}
+    keyed = df.join(key_sigs(spark, plan), ["source", "table_id"])
+    got = {r["n"]: r["k"] for r in with_keys(keyed, {"k": F.col("img")}, plan).select("n", "k").collect()}
+    assert got == want and len(got) == len(rows)
+    # and the cut does the work it is for: the leading keys of the rendered rows are cut
+    cut = keyed.select("n", "table_id", F.regexp_extract(
+            "img", leading_key_pattern((("ID", "num"), ("K2", "str"))), 1).alias("c"))
+    first = [r for r in cut.collect() if r["table_id"] == "1" and r["n"] >= len(hand) * 4]
+    assert first and sum(r["c"] != "" for r in first) >= len(first) // 2
+
+
 def _row(i, v, k2="x"):
     return json.dumps({"ID": i, "K2": k2, "V": v})
 
