@@ -4,6 +4,7 @@ expected frames are written out here, never computed by the step under test."""
 from __future__ import annotations
 
 import datetime as dt
+import random
 
 import pytest
 from chispa import assert_df_equality
@@ -362,6 +363,41 @@ def test_commit_seq_ranks_per_source_in_commit_order_across_partitions(spark, ma
     assert sequence.last_sequences(counts, {"s1": 10}) == {"s1": (50, 40), "s2": (41, 41)}
     assert ranked.filter(F.col("seq_local") < 0).count() == 0
     ranked.unpersist()
+
+
+def test_ranking_in_given_range_partitions_gives_the_same_commit_seq(spark, many_partitions):
+    """``rank_partitions`` sizes the ranking from the transactions' count; one partition
+    ranks without the range partitioner's sample job, and 1, 2 or 5 partitions give the same
+    ``commit_seq``."""
+    from dblog.ordering import sequence
+
+    assert [sequence.rank_partitions(n) for n in (0, 1, sequence.RANK_ROWS_PER_TASK,
+                                                  sequence.RANK_ROWS_PER_TASK + 1)] == [1, 1, 1, 2]
+    rng = random.Random(7)
+    rows = [(f"s{rng.randrange(3)}", f"t{i:04d}", f"{rng.randrange(500):08X}") for i in range(300)]
+    trx = spark.createDataFrame(rows, "source STRING, trx_id STRING, commit_position STRING")
+    sc = spark.sparkContext
+    results, jobs = {}, {}
+    for parts in (1, 2, 5):
+        group = f"rank-{parts}-{id(trx)}"
+        sc.setJobGroup(group, group)
+        try:
+            ranked = sequence.rank_in_partitions(trx, parts).cache()
+            counts = [tuple(r) for r in sequence.partition_counts(ranked).collect()]
+            offsets = sequence.partition_offsets(counts, {"s0": 5})
+            results[parts] = sorted(tuple(r) for r in sequence.with_commit_seq(ranked, offsets)
+                                    .select("source", "trx_id", "commit_seq").collect())
+            ranked.unpersist()
+        finally:
+            sc.setJobGroup(None, None)
+        jobs[parts] = len(sc.statusTracker().getJobIdsForGroup(group))
+        assert len({c[0] for c in counts}) == parts
+    assert results[1] == results[2] == results[5]
+    want = {}
+    for source, trx_id, pos in sorted(rows, key=lambda r: (r[0], r[2], r[1])):
+        want[(source, trx_id)] = len([k for k in want if k[0] == source]) + (6 if source == "s0" else 1)
+    assert {(s, t): n for s, t, n in results[1]} == want
+    assert jobs[1] < jobs[2], jobs          # no sample job for one partition
 
 
 def test_event_seq_orders_changes_inside_their_transaction(spark):

@@ -42,15 +42,30 @@ def numbered(trx):
     return (F.col("status") == "committed") & (F.coalesce(F.col("event_count"), F.lit(0)) > 0)
 
 
-def rank_in_partitions(candidates):
+RANK_ROWS_PER_TASK = 2_000_000   # transactions a range partition of the ranking holds at most
+
+
+def rank_partitions(transactions: int) -> int:
+    """Range partitions for ranking about ``transactions`` rows: one per
+    ``RANK_ROWS_PER_TASK`` (narrow rows, sorted with spilling). One partition needs no
+    sample of the keys: Spark's range partitioner samples only for more, a job of its own
+    on the ordering's critical path (docs/BENCHMARK.md, "Seventeenth session")."""
+    return max(1, -(-int(transactions) // RANK_ROWS_PER_TASK))
+
+
+def rank_in_partitions(candidates, partitions: int | None = None):
     """-> + ``seq_part`` (int) and ``seq_local`` (long, 0-based index in the sorted partition).
+    ``partitions``: range partitions (``rank_partitions``); None: the session's shuffle
+    partitions, coalesced by AQE.
 
     ``monotonically_increasing_id`` holds the partition in its upper 31 bits and the row's
     index within the partition in its lower 33; taken right after the sort, the index is the
     rank inside the partition."""
     from pyspark.sql import functions as F
 
-    ranked = candidates.repartitionByRange(*SEQ_KEYS).sortWithinPartitions(*SEQ_KEYS)
+    by_range = candidates.repartitionByRange(*SEQ_KEYS) if partitions is None \
+        else candidates.repartitionByRange(int(partitions), *SEQ_KEYS)
+    ranked = by_range.sortWithinPartitions(*SEQ_KEYS)
     part = F.spark_partition_id()
     return ranked.withColumn("seq_part", part) \
         .withColumn("seq_local", F.monotonically_increasing_id()

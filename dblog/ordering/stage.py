@@ -153,12 +153,14 @@ def event_rows(manifest: dict, run_dir: Path) -> int:
     return sum(parquet_rows(f) for f in folders if f.is_dir())
 
 
-def rank_transactions(spark, trx, work: Path):
+def rank_transactions(spark, trx, work: Path, n_trx: int | None = None):
     """``ordering/trx``: ``trx_counts`` with, for the transactions that get a ``commit_seq``,
-    their range partition and index (``sequence``)."""
+    their range partition and index (``sequence``); ``n_trx``: the rows of ``trx`` (sizes the
+    range partitions, ``sequence.rank_partitions``)."""
     from pyspark.sql import functions as F
 
-    ranked = sequence.rank_in_partitions(trx.filter(sequence.numbered(trx)))
+    parts = None if n_trx is None else sequence.rank_partitions(n_trx)
+    ranked = sequence.rank_in_partitions(trx.filter(sequence.numbered(trx)), parts)
     rest = trx.filter(~sequence.numbered(trx)) \
         .withColumn("seq_part", F.lit(None).cast("int")) \
         .withColumn("seq_local", F.lit(None).cast("long"))
@@ -223,7 +225,7 @@ def order_stage(spark, manifest: dict, run_dir: Path) -> dict:
         """The commit_seq chain: rank, the one collect (rows per range partition and
         source, their published changes, open transactions), then the outputs that need
         ``commit_seq`` or the open transactions' count."""
-        trx = rank_transactions(spark, trx_counts, work)
+        trx = rank_transactions(spark, trx_counts, work, n_trx)
         small.extend(trx.groupBy("seq_part", "source").agg(
             F.count(F.lit(1)).alias("n"), F.min("seq_local").alias("first_local"),
             F.sum(F.when(F.col("seq_part").isNotNull(), F.col("event_count")).otherwise(0))
