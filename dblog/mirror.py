@@ -405,9 +405,9 @@ def _key_text(v, kind: str):
     return F.when(v.isNull(), F.lit("null")).otherwise(text)
 
 
-# the raw JSON tokens a key value may be taken as written, when ``key_of`` would write the
-# same text: an integer without leading zeros or a minus zero (the parser writes those back
-# as they are), a string without escapes (quoted as it is), null
+# the raw JSON tokens a key value is taken as written, because ``key_of`` writes the same
+# text: an integer of at most 18 digits with no leading zero and not ``-0`` (the parser
+# writes it back as it is), a string without escapes (quoted as it is), null
 _INT_TOKEN = r"(?:0|-?[1-9][0-9]{0,17})"
 _STR_TOKEN = r'"[^"\\\x00-\x1f]*"'
 
@@ -440,8 +440,8 @@ def with_keys(df, images: dict, plan: KeyPlan, sig_col: str = "key_sig"):
     not closed by ``}`` is left to the parser, which reads no field of it). Any other image
     is parsed once, by a ``from_json`` of the key columns alone (the same converter as
     ``key_of``'s map, so the same texts: numbers as written back by the parser, objects as
-    compact JSON); the other fields are skipped, not built. The parse took most of the
-    mirror's key events (docs/BENCHMARK.md, "Seventeenth session")."""
+    compact JSON); the other fields are skipped, not built. The cut costs about a third
+    of the parse (docs/BENCHMARK.md, "Seventeenth session")."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import StringType, StructField, StructType
 
