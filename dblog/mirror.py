@@ -409,7 +409,7 @@ def _key_text(v, kind: str):
 # text: an integer of at most 18 digits with no leading zero and not ``-0`` (the parser
 # writes it back as it is), a string without escapes (quoted as it is), null
 _INT_TOKEN = r"(?:0|-?[1-9][0-9]{0,17})"
-_STR_TOKEN = r'"[^"\\\x00-\x1f]*"'
+_STR_TOKEN = '"[^' + _ESCAPES[1:] + '*"'   # none of the characters ``_key_text`` escapes
 
 
 def leading_key_pattern(sig) -> str:
@@ -448,14 +448,18 @@ def with_keys(df, images: dict, plan: KeyPlan, sig_col: str = "key_sig"):
     schema = StructType([StructField(n, StringType()) for n in plan.names])
     tmp = {out: (f"__kv_{out}", f"__has_{out}", f"__lead_{out}") for out in images}
 
-    def leading(image):
-        cut = None
+    def by_layout(expr_of):
+        """``expr_of(sig)`` of the row's key layout (one CASE over ``sig_col``)."""
+        if len(plan.signatures) == 1:
+            return expr_of(plan.signatures[0])
+        out = None
         for i, sig in enumerate(plan.signatures):
-            got = F.regexp_extract(image, leading_key_pattern(sig), 1)
-            if len(plan.signatures) == 1:
-                cut = got
-                break
-            cut = F.when(F.col(sig_col) == i, got) if cut is None else cut.when(F.col(sig_col) == i, got)
+            out = F.when(F.col(sig_col) == i, expr_of(sig)) if out is None \
+                else out.when(F.col(sig_col) == i, expr_of(sig))
+        return out
+
+    def leading(image):
+        cut = by_layout(lambda sig: F.regexp_extract(image, leading_key_pattern(sig), 1))
         # an image cut short (not closed) is the parser's: it reads no field of it
         return F.when(image.endswith("}"), cut).otherwise(F.lit(""))
 
@@ -475,13 +479,7 @@ def with_keys(df, images: dict, plan: KeyPlan, sig_col: str = "key_sig"):
                 parts += [F.lit(("" if i == 0 else ", ") + json.dumps(name) + ": "),
                           _key_text(F.col(kv).getField(name), kind)]
             return F.concat(*parts, F.lit("}"))
-        if len(plan.signatures) == 1:
-            key = layout(plan.signatures[0])
-        else:
-            key = None
-            for i, sig in enumerate(plan.signatures):
-                key = (F.when(F.col(sig_col) == i, layout(sig)) if key is None
-                       else key.when(F.col(sig_col) == i, layout(sig)))
+        key = by_layout(layout)
         cut = F.concat(F.lit("{"), F.col(lead), F.lit("}"))
         outs[out] = F.when(F.col(has), F.when(F.col(lead) != "", cut).otherwise(key))
     return df.withColumns(outs).drop(*[c for names in tmp.values() for c in names])
