@@ -400,6 +400,23 @@ def test_ranking_in_given_range_partitions_gives_the_same_commit_seq(spark, many
     assert jobs[1] < jobs[2], jobs          # no sample job for one partition
 
 
+def test_row_partitions_follow_the_rows_and_the_cores(spark):
+    """The transactions pass and the ``seq`` rows are partitioned by ``row_partitions``: one
+    partition per ``ROWS_PER_TASK`` rows, one per core once each gets ``MIN_ROWS_PER_TASK``,
+    never fewer than one; without a count, the session's shuffle partitions."""
+    from dblog.ordering.transactions import MIN_ROWS_PER_TASK, ROWS_PER_TASK, row_partitions
+
+    cores = spark.sparkContext.defaultParallelism
+    assert cores >= 2, "the test needs a session of two cores or more"
+    assert row_partitions(spark, 0) == 1
+    assert row_partitions(spark, MIN_ROWS_PER_TASK) == 1
+    assert row_partitions(spark, MIN_ROWS_PER_TASK + 1) == 2
+    assert row_partitions(spark, 1_144_953) == min(cores, 12)       # the 1M rdb night
+    assert row_partitions(spark, 11_449_530) == max(min(cores, 115), 12)
+    assert row_partitions(spark, 40 * ROWS_PER_TASK) == max(cores, 40)
+    assert row_partitions(spark, None) == int(spark.conf.get("spark.sql.shuffle.partitions"))
+
+
 def test_event_seq_orders_changes_inside_their_transaction(spark):
     from dblog.ordering.sequence import event_seq
 

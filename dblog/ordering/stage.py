@@ -45,7 +45,7 @@ from .schema import (AUDIT, AUDIT_COLUMNS, CHANGES, QUARANTINE, QUARANTINE_COLUM
 from .segments import (empty_groups, formats_with_segments, reassemble, reassembled_changes,
                        segment_groups)
 from .state import carry_rows, held_rows
-from .transactions import TRX_COUNTS_DDL, transaction_counts
+from .transactions import TRX_COUNTS_DDL, row_partitions, transaction_counts
 from .wide import FID, ROW, SEQ, SourceFiles, seq_columns, write_changes
 
 OPEN_BROADCAST_MAX = 200_000   # open transactions up to which their keys are broadcast
@@ -191,7 +191,8 @@ def order_stage(spark, manifest: dict, run_dir: Path) -> dict:
     read = read_events(spark, manifest, run_dir, files)
     ev = resolve(spark, read, manifest, work, files)
     groups = write_segments(spark, ev, manifest, work, files)
-    trx_counts, n_trx = write_trx_counts(spark, ev, groups, work, event_rows(manifest, run_dir))
+    n_rows = event_rows(manifest, run_dir)
+    trx_counts, n_trx = write_trx_counts(spark, ev, groups, work, n_rows)
     # a night of few transactions joins them by broadcast: the rows are not shuffled for it
     few = n_trx <= TRX_BROADCAST_MAX
 
@@ -238,10 +239,17 @@ def order_stage(spark, manifest: dict, run_dir: Path) -> dict:
         # broadcast join with a local table cost each of those queries a job)
         trx = sequence.with_commit_seq(trx, sequence.partition_offsets(counts, seq_base))
         # changes: decided on narrow rows (no row image is shuffled); the published rows
-        # are then taken from their files (``wide``)
+        # are then taken from their files (``wide``). Both sides of the join are partitioned
+        # by transaction into as many partitions as the transactions pass, a count AQE keeps
+        # (it coalesced the tens of MB of narrow rows into one task while the other core
+        # idled); the join and the ``event_seq`` window reuse that partitioning
+        n_parts = row_partitions(spark, n_rows)
         narrow = changes.select("source", "trx_id", "position", "trx_order", "archive_file",
-                                "record_index", FID, ROW)
-        published = published_changes(narrow, trx.filter(F.col("commit_seq").isNotNull()),
+                                "record_index", FID, ROW).repartition(n_parts, "source", "trx_id")
+        numbered = trx.filter(F.col("commit_seq").isNotNull())
+        if not few:
+            numbered = numbered.repartition(n_parts, "source", "trx_id")
+        published = published_changes(narrow, numbered,
                                        extra=["commit_seq", "commit_position", "commit_ts"],
                                        broadcast=few)
         seq_rows = seq_columns(sequence.event_seq(published))

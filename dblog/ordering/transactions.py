@@ -279,6 +279,18 @@ def _stream(batches):
         yield b.cast(TRX_COUNTS_SCHEMA) if b.schema != TRX_COUNTS_SCHEMA else b
 
 
+def row_partitions(spark, rows: int | None) -> int:
+    """Shuffle partitions for about ``rows`` narrow rows keyed by transaction: at most
+    ``ROWS_PER_TASK`` each, one per core when each gets ``MIN_ROWS_PER_TASK``, else fewer;
+    ``rows`` None: the session's shuffle partitions (AQE coalesces them). A count given to
+    ``repartition`` is kept by AQE, which would coalesce tens of MB of narrow rows into one
+    task and leave the other cores idle (docs/BENCHMARK.md, "Eighteenth session")."""
+    if rows is None:
+        return int(spark.conf.get("spark.sql.shuffle.partitions"))
+    cores = int(spark.sparkContext.defaultParallelism)
+    return max(1, min(cores, math.ceil(rows / MIN_ROWS_PER_TASK)), math.ceil(rows / ROWS_PER_TASK))
+
+
 def transaction_counts(events, reassembled=None, rows: int | None = None):
     """events (EVENT_SCHEMA columns) -> one row per (source, trx_id): ``TRX_COLUMNS`` and
     ``event_count`` (``TRX_COUNTS_DDL``).
@@ -299,16 +311,11 @@ def transaction_counts(events, reassembled=None, rows: int | None = None):
                 "source", "trx_id", F.lit("change").alias("kind"), "position",
                 F.lit(False).alias("_in_trx")),
             allowMissingColumns=True)
-    spark = events.sparkSession
-    if rows is None:
-        parts = int(spark.conf.get("spark.sql.shuffle.partitions"))
-    else:
-        cores = int(spark.sparkContext.defaultParallelism)
-        parts = max(1, min(cores, math.ceil(rows / MIN_ROWS_PER_TASK)), math.ceil(rows / ROWS_PER_TASK))
+    parts = row_partitions(events.sparkSession, rows)
     undo_first = F.when(F.col("_in_trx") & (kind == "undo"), F.lit(0)).otherwise(F.lit(1))
     return narrow.repartition(parts, "source", "trx_id") \
         .sortWithinPartitions("source", "trx_id", undo_first) \
         .mapInArrow(_stream, TRX_COUNTS_DDL)
 
-__all__ = ["TRX_COLUMNS", "TRX_COUNTS_DDL", "final", "merge", "partial", "stream_summarize",
-           "summarize", "transaction_counts"]
+__all__ = ["TRX_COLUMNS", "TRX_COUNTS_DDL", "final", "merge", "partial", "row_partitions",
+           "stream_summarize", "summarize", "transaction_counts"]
