@@ -254,3 +254,25 @@ def test_outputs_do_not_share_the_working_arrays():
         want, _ = rows(RECORDS, data, name, False, "UTC")
         got = pa.Table.from_batches(batches).to_pylist() if batches else []
         assert len(got) == len(want) and got == want, name
+
+
+def test_the_compiled_loops_number_roles_as_the_layout_does():
+    """``native.rows`` and ``native.seg_offsets`` compare record roles with numbers written
+    out (a cached compiled loop does not see a changed global): they must be
+    ``layout``'s."""
+    import inspect
+
+    from decoders.informix import layout as L
+    from decoders.informix import native
+
+    src = inspect.getsource(native)
+    assert "r == 1 and link[i] != 0:               # R_BEGIN" in src and L.R_BEGIN == 1
+    assert "(r == 0 or r == 8) else -1          # R_OTHER, R_SYSTEM" in src
+    assert (L.R_OTHER, L.R_SYSTEM) == (0, 8)
+    assert "if r == 5 else -1             # R_HOME" in src and L.R_HOME == 5
+    assert "if r == 5 or r == 7:                                   # R_HOME, R_DDL" in src
+    assert L.R_DDL == 7
+    assert "if r == 2:                                             # R_COMMIT" in src
+    assert L.R_COMMIT == 2
+    assert "if role_f[j] == 8:" in src
+    assert L.R_UNKNOWN not in range(9)

@@ -35,32 +35,11 @@ import numpy as np
 
 from . import layout as L
 from .columns import TYPE_NAMES
+from .layout import (R_BEGIN, R_CLR, R_COMMIT, R_DDL, R_HOME, R_OTHER,  # noqa: F401 (decoder's)
+                     R_REMAINDER, R_ROLLBACK, R_SYSTEM)
 
-# roles of record types
-R_OTHER, R_BEGIN, R_COMMIT, R_ROLLBACK, R_CLR, R_HOME, R_REMAINDER, R_DDL, R_SYSTEM = range(9)
-
-
-def _role(t: str) -> int:
-    if t in L.SYSTEM:
-        return R_SYSTEM
-    if t == L.BEGIN:
-        return R_BEGIN
-    if t == L.COMMIT:
-        return R_COMMIT
-    if t == L.ROLLBACK:
-        return R_ROLLBACK
-    if t == L.CLR:
-        return R_CLR
-    if t in L.HOME_OPS:
-        return R_HOME
-    if t in L.REMAINDER:
-        return R_REMAINDER
-    if t in L.DDL_OPS:
-        return R_DDL
-    return R_OTHER
-
-
-ROLE = np.array([_role(t) for t in TYPE_NAMES], dtype=np.int8)
+# the role of each record type (``layout.role``), by type code
+ROLE = np.array([L.role(t) for t in TYPE_NAMES], dtype=np.int8)
 T_HUPBEF = TYPE_NAMES.index(L.UPDATE_BEFORE)
 T_HUPAFT = TYPE_NAMES.index(L.UPDATE_AFTER)
 

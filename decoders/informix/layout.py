@@ -226,6 +226,38 @@ DDL_OPS = {"BLDCL": "ddl", "PTRENAME": "ddl", "CINDEX": "ddl", "DINDEX": "ddl", 
 SYSTEM = frozenset({"ADDCHK", "ADDDBS", "ADDLOG", "CHPHYLOG", "CKPOINT", "DPT", "DRPCHK",
                     "DRPDBS", "DRPLOG", "REVERT", "RSVEXTEN", "SYNC", "UNDO"})
 
+# the role of a record type in the transaction rules (``resolve._Machine``'s dispatch), as
+# small integers for the column paths (``chains``, ``decoder``, ``resolve_columns``); no
+# type: unknown. ``native``'s compiled loops compare roles with these numbers written out
+# (a compiled and cached loop would not see a changed global): keep them, or change both
+# (tests/test_informix_native.py checks that they agree)
+R_OTHER, R_BEGIN, R_COMMIT, R_ROLLBACK, R_CLR, R_HOME, R_REMAINDER, R_DDL, R_SYSTEM = range(9)
+R_UNKNOWN = 9
+
+
+def role(rtype: str | None) -> int:
+    """The role (``R_*``) of a record type."""
+    if rtype is None:
+        return R_UNKNOWN
+    if rtype in SYSTEM:
+        return R_SYSTEM
+    if rtype == BEGIN:
+        return R_BEGIN
+    if rtype == COMMIT:
+        return R_COMMIT
+    if rtype == ROLLBACK:
+        return R_ROLLBACK
+    if rtype == CLR:
+        return R_CLR
+    if rtype in HOME_OPS:
+        return R_HOME
+    if rtype in REMAINDER:
+        return R_REMAINDER
+    if rtype in DDL_OPS:
+        return R_DDL
+    return R_OTHER
+
+
 TBLSPACE = "tblspace_id"
 ROWID = "rowid"
 

@@ -38,40 +38,17 @@ import pyarrow.compute as pc
 
 from . import layout as L
 from . import resolve as RS
+from .layout import (R_BEGIN, R_CLR, R_COMMIT, R_DDL, R_HOME, R_REMAINDER, R_ROLLBACK, R_SYSTEM,
+                     R_UNKNOWN)
 
 CHUNK_ROWS = 65536
 
-# roles of record types (the machine's dispatch)
-(R_UNKNOWN, R_OTHER, R_BEGIN, R_COMMIT, R_ROLLBACK, R_CLR, R_HOME, R_REMAINDER, R_DDL,
- R_SYSTEM) = range(10)
 # kinds of the rows a fast piece writes
 _KINDS = ("begin", "commit", "abort", "undo", "control", "change", RS.FOLDED)
 K_BEGIN, K_COMMIT, K_ABORT, K_UNDO, K_CONTROL, K_CHANGE, K_FOLDED = range(len(_KINDS))
 # the columns every resolved row keeps from its record (``resolve._base``)
 _BASE = ("source", "format", "archive_file", "record_offset", "record_index", "n_records",
          "n_bytes", "from_state")
-
-
-def _role(rtype: str | None) -> int:
-    if rtype is None:
-        return R_UNKNOWN
-    if rtype in L.SYSTEM:
-        return R_SYSTEM
-    if rtype == L.BEGIN:
-        return R_BEGIN
-    if rtype == L.COMMIT:
-        return R_COMMIT
-    if rtype == L.ROLLBACK:
-        return R_ROLLBACK
-    if rtype == L.CLR:
-        return R_CLR
-    if rtype in L.HOME_OPS:
-        return R_HOME
-    if rtype in L.REMAINDER:
-        return R_REMAINDER
-    if rtype in L.DDL_OPS:
-        return R_DDL
-    return R_OTHER
 
 
 # ----------------------------------------------------------------- column helpers
@@ -206,7 +183,7 @@ class _Chunk:
         self.kinds = kinds
         is_state = fs & (kind == kcode.get("control", -2)) & (rule == rcode.get(RS.STATE_RULE, -2))
         rt, rtypes = _codes(col["record_type"])
-        role_of = np.array([_role(t) for t in rtypes] + [R_UNKNOWN], dtype=np.int8)
+        role_of = np.array([L.role(t) for t in rtypes] + [R_UNKNOWN], dtype=np.int8)
         self.role = role_of[rt]                      # code -1 (null) -> the last: unknown
         self.rtypes, self.rt = rtypes, rt
         self.addr, self.addr_ok = _addrs(col["position"])
