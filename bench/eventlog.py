@@ -3,6 +3,7 @@
     DBLOG_SPARK_EVENT_LOG=/tmp/ev dblog run --date D --data-root R
     python -m bench.eventlog /tmp/ev            # the latest event log in the folder
     python -m bench.eventlog /tmp/ev --stages   # and, under each query, its stages
+    python -m bench.eventlog /tmp/ev --busy     # running tasks per half second
 
 Prints one line per SQL query (execution) in submission order: when it started (seconds
 after the first), its wall seconds, its Spark jobs and tasks, the tasks' summed run time
@@ -14,6 +15,11 @@ With ``--stages`` each query is followed by its stages (one line each: tasks, ru
 seconds, GC seconds, and the operators' summed metrics that say where the time went: sort,
 aggregation build, scan, shuffle write time and bytes, spill), to tell which operator of a
 query costs what.
+
+With ``--busy`` it prints instead, per half second from the first task, how many tasks were
+running (their summed share of the interval) and which stages, then the seconds in which
+fewer tasks than cores ran (``--cores``, default 2): where a core had nothing to do (one
+task alone: a stage AQE coalesced into one partition; no task: the driver planning).
 """
 
 from __future__ import annotations
@@ -110,15 +116,67 @@ def summarize(path: Path) -> list[dict]:
     return out
 
 
+def busy(path: Path, step_s: float = 0.5) -> list[tuple[float, float, list[int]]]:
+    """(seconds after the first task's launch, running tasks averaged over the interval,
+    the stages with a task in it) per ``step_s`` of the log's tasks."""
+    spans: list[tuple[int, int, int]] = []
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            e = json.loads(line)
+            if e.get("Event") == "SparkListenerTaskEnd":
+                ti = e.get("Task Info") or {}
+                if "Launch Time" in ti and "Finish Time" in ti:
+                    spans.append((ti["Launch Time"], ti["Finish Time"], e["Stage ID"]))
+    if not spans:
+        return []
+    spans.sort()
+    t0, end = spans[0][0], max(b for _, b, _ in spans)
+    step = int(step_s * 1000)
+    n = (end - t0) // step + 1
+    load = [0.0] * n
+    stages: list[set] = [set() for _ in range(n)]
+    for a, b, stage in spans:
+        for i in range((a - t0) // step, (max(b - 1, a) - t0) // step + 1):
+            lo, hi = t0 + i * step, t0 + (i + 1) * step
+            overlap = min(b, hi) - max(a, lo)
+            if overlap > 0 or a == b:
+                load[i] += max(overlap, 0) / step
+                stages[i].add(stage)
+    return [(i * step_s, load[i], sorted(stages[i])) for i in range(n)]
+
+
+def _print_busy(path: Path, cores: int) -> None:
+    bins = busy(path)
+    print(f"{path}\n{'at s':>7} {'tasks':>6}")
+    short = {k: 0.0 for k in range(cores)}
+    step = bins[1][0] - bins[0][0] if len(bins) > 1 else 0.5
+    for at, load, stages in bins:
+        print(f"{at:7.1f} {load:6.2f}  {'#' * int(round(load * 10)):<{cores * 10}}  {stages}")
+        for k in short:
+            if load < k + 0.5:
+                short[k] += step
+    print("; ".join(f"{sec:.1f} s with fewer than {k + 1} task(s) running (under {k + 0.5} "
+                    "on average)" for k, sec in sorted(short.items())))
+
+
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    argv = sys.argv[1:] if argv is None else list(argv)
     show_stages = "--stages" in argv
-    argv = [a for a in argv if a != "--stages"]
+    show_busy = "--busy" in argv
+    cores = 2
+    if "--cores" in argv:
+        i = argv.index("--cores")
+        cores = int(argv[i + 1])
+        del argv[i:i + 2]
+    argv = [a for a in argv if a not in ("--stages", "--busy")]
     if len(argv) != 1:
         print(__doc__)
         return 2
     target = Path(argv[0])
     path = target if target.is_file() else latest_log(target)
+    if show_busy:
+        _print_busy(path, cores)
+        return 0
     rows = summarize(path)
     if not rows:
         print(f"{path}: no SQL queries")

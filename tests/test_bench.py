@@ -78,6 +78,33 @@ def test_eventlog_summary_per_query(tmp_path):
     assert main([str(tmp_path), "--stages"]) == 0
 
 
+def test_eventlog_busy_counts_running_tasks_per_interval(tmp_path, capsys):
+    """``python -m bench.eventlog --busy``: the tasks running in each half second, and the
+    seconds in which fewer tasks than cores ran."""
+    from bench.eventlog import busy, main
+
+    def task(stage, launch, finish):
+        return {"Event": "SparkListenerTaskEnd", "Stage ID": stage,
+                "Task Info": {"Launch Time": launch, "Finish Time": finish}, "Task Metrics": {}}
+
+    # stage 1: two tasks side by side for 1 s; stage 2: one task alone for 1 s; then 0.5 s of
+    # nothing; stage 3: one task of 0.25 s
+    events = [task(1, 10_000, 11_000), task(1, 10_000, 11_000), task(2, 11_000, 12_000),
+              task(3, 12_500, 12_750)]
+    log = tmp_path / "events_1_local-1"
+    log.write_text("\n".join(json.dumps(e) for e in events) + "\n")
+    bins = busy(log)
+    assert [(at, round(load, 2), st) for at, load, st in bins] == [
+        (0.0, 2.0, [1]), (0.5, 2.0, [1]), (1.0, 1.0, [2]), (1.5, 1.0, [2]), (2.0, 0.0, []),
+        (2.5, 0.5, [3])]
+    assert main([str(log), "--busy"]) == 0
+    out = capsys.readouterr().out
+    assert "0.5 s with fewer than 1 task(s) running" in out
+    assert "2.0 s with fewer than 2 task(s) running" in out
+    assert main([str(log), "--busy", "--cores", "4"]) == 0
+    assert "3.0 s with fewer than 4 task(s) running" in capsys.readouterr().out
+
+
 def test_a_cached_night_points_at_this_checkouts_catalog(tmp_path):
     """A night cached by another worktree (since removed) still loads: its sources.yaml is
     pointed at this checkout's catalog on every cache hit."""
