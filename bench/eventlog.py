@@ -145,12 +145,10 @@ def busy(path: Path, step_s: float = 0.5) -> list[tuple[float, float, list[int]]
     return [(i * step_s, load[i], sorted(stages[i])) for i in range(n)]
 
 
-def _print_busy(path: Path, cores: int) -> None:
-    bins = busy(path)
+def _print_busy(path: Path, cores: int, step: float = 0.5) -> None:
     print(f"{path}\n{'at s':>7} {'tasks':>6}")
     short = {k: 0.0 for k in range(cores)}
-    step = bins[1][0] - bins[0][0] if len(bins) > 1 else 0.5
-    for at, load, stages in bins:
+    for at, load, stages in busy(path, step):
         print(f"{at:7.1f} {load:6.2f}  {'#' * int(round(load * 10)):<{cores * 10}}  {stages}")
         for k in short:
             if load < k + 0.5:
