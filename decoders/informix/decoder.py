@@ -43,6 +43,11 @@ compensated (records are stacked as they are read, BEGIN/CLR/COMMIT/ROLLBACK exc
 position for a record that is not part of a change). A CLR with nothing left to compensate
 is a control row ``clr_without_work``.
 
+Bytes: a record's bytes run from its line's start to the next record line's (header, dump and
+blank lines count with the record above them; the first record also has what comes before
+it); a row's ``n_bytes`` are those of the records its ``n_records`` counts (a folded record's
+count in its change's row, wherever the change is in the file).
+
 Positions: ``position`` = 8 hex digits of the uniqid + 8 of the addr (upper case), so text
 order is log order across files; ``trx_id`` = ``<uniqid>:<begin addr>`` (decimal, lower-case
 hex); ``commit_position`` = the COMMIT's position; ``commit_ts`` = the COMMIT's date and time
@@ -288,12 +293,14 @@ def parse_record(text: str, complete: bool = True, header: dict | None = None) -
 # ----------------------------------------------------------------- transactions
 
 class _Row:
-    """One sink row in the making (folded records still add to ``n``)."""
-    __slots__ = ("kind", "offset", "index", "n", "fields", "error", "raw")
+    """One sink row in the making (folded records still add to ``n``, and their line
+    numbers to ``folds``: their bytes count in this row's)."""
+    __slots__ = ("kind", "offset", "index", "n", "fields", "error", "raw", "folds")
 
     def __init__(self, kind, offset, index, fields, error=None, raw=None):
         self.kind, self.offset, self.index, self.n = kind, offset, index, 1
         self.fields, self.error, self.raw = fields, error, raw
+        self.folds: list[int] = []
 
 
 class _Fold:
@@ -576,6 +583,7 @@ class _Decoder:
     def fold_into(self, unit, index, pos, trx: _Trx, fold: _Fold) -> None:
         if fold.row is not None:
             fold.row.n += 1
+            fold.row.folds.append(unit.line_no)
         else:  # the change was decoded from an earlier file
             self.row("control", unit, index, rule="remainder_of_earlier_file",
                      trx_id=trx.trx_id, position=pos)
@@ -934,9 +942,15 @@ class _Columnar:
         fields["ddl"] = pa.array(ddl, pa.string()) if len(ddl_rows) else None
         fields["rule"] = _strings(list(_RULES), np.maximum(rule, 0), rule >= 0)
 
-        # --- bytes: every row from its line's start to the next row's line start
-        line_of_rows = np.concatenate((recs.lines[rows_i],
-                                       np.array([r.offset - 1 for r in dec.rows], dtype=np.int64)))
+        # --- bytes: every record from its line's start to the next record's line start (the
+        # first also what comes before it); a row has the bytes of the records it counts
+        # (a folded record's are its change's)
+        f_cj = np.flatnonzero(keep & ch.folded & (ch.owner >= 0)) if len(ci) \
+            else np.zeros(0, np.int64)
+        c_rows = [(k, line - 1) for k, r in enumerate(dec.rows) for line in r.folds]
+        line_of_rows = np.concatenate((
+            recs.lines[rows_i], np.array([r.offset - 1 for r in dec.rows], dtype=np.int64),
+            recs.lines[ci[f_cj]], np.array([ln for _, ln in c_rows], dtype=np.int64)))
         starts = self.text.starts[line_of_rows] if len(line_of_rows) else line_of_rows
         so = np.argsort(starts, kind="stable")
         nxt = np.empty(len(starts), dtype=np.int64)
@@ -945,10 +959,17 @@ class _Columnar:
             nb_sorted = np.append(ss[1:], self.text.size) - ss
             nb_sorted[0] += ss[0]
             nxt[so] = nb_sorted
+        n_rows = m + len(dec.rows)
+        if len(f_cj):
+            row_of_cj = np.full(len(ci), -1, dtype=np.int64)
+            row_of_cj[cj_full[~is_sys]] = np.flatnonzero(~is_sys)
+            np.add.at(nxt, row_of_cj[ch.owner[f_cj]], nxt[n_rows:n_rows + len(f_cj)])
+        for (k, _), nb in zip(c_rows, nxt[n_rows + len(f_cj):].tolist()):
+            nxt[m + k] += nb
         sink.add_columns(pa.array(_KINDS).take(pa.array(kind)) if m else "control",
                          recs.lines[rows_i] + 1, rows_i, n_records.astype(np.int32),
                          n_bytes=nxt[:m], **fields)
-        for r, nbytes in zip(dec.rows, nxt[m:].tolist()):
+        for r, nbytes in zip(dec.rows, nxt[m:n_rows].tolist()):
             if r.kind == "quarantine":
                 sink.quarantine(r.error, r.offset, r.index, r.raw, n_records=r.n, n_bytes=nbytes,
                                 **r.fields)

@@ -22,8 +22,8 @@ transaction id, the BEGIN's user, the last address, the CLR stack, the fold) is 
 no records (``control``, rule ``open_transaction_state``, the state as JSON in ``message``)
 with the transaction's ``trx_id``: the generic held-state step keeps it with the
 transaction's other rows, and the next night's stream starts from it (the decoder carry
-is gone). A folded record's row is dropped and its bytes go to the row before it in its
-archive (``merge_folded``), so the rows and their bytes are the per-record decoder's.
+is gone). A folded record has no row: its records and bytes count in the row it folds into
+(``n_records`` and ``n_bytes`` of a row cover the same records), as in the file decoder.
 
 ``resolve_rows`` runs the whole step on Python rows (tests, tools: the reference);
 ``resolve_transactions`` is the same on a Spark DataFrame (``repartition`` by source and xid,
@@ -45,15 +45,11 @@ from ..events import RAW_HEX_LIMIT
 from . import layout as L
 
 STATE_RULE = "open_transaction_state"
-FOLDED = "folded"                     # kind of a folded record's row until merge_folded
 UNKNOWN_TABLE_FLAG = "unknown_table"  # flag of a change whose table the catalog lacks
 RE_UNIQID = re.compile(r"_([0-9]+)\.txt$")
 # columns a resolved row does not keep (facts for this step only; ``seg_data`` holds a
 # record's raw bytes until then, for a record the rules quarantine)
 FACT_COLUMNS = ("xid", "link", "record_type")
-# a column of the Spark step's stream only (never in its output): true on a row the rules
-# quarantined, whose raw_hex is then taken from its record's ``seg_data`` in the events
-RAW_MARK = "_raw"
 
 
 def uniqid_of_archive(name: str | None) -> int:
@@ -254,10 +250,6 @@ class _Machine:
             fields["table_id"] = err.table_id       # the report names the unknown table
         q.update(error_class=err.error_class, message=str(_error(row, err)),
                  raw_hex=None if raw is None else bytes(raw[:RAW_HEX_LIMIT]).hex(), **fields)
-        if RAW_MARK in row:
-            # the Spark step's stream has no ``seg_data``: it attaches this record's raw_hex
-            # from the events afterwards (``resolve_transactions``)
-            q[RAW_MARK] = True
         return q
 
     def record(self, row: dict, rtype: str) -> None:
@@ -345,9 +337,10 @@ class _Machine:
         owner = fold.row
         if owner is not None and owner["archive_file"] == row["archive_file"] \
                 and not owner.get("from_state"):
+            # no row of its own: its record and its bytes count in the change's row
             owner["n_records"] += row["n_records"]
-            folded = _base(row, FOLDED, 0)            # its bytes go to the row before it
-            self.emit(folded)
+            if owner["n_bytes"] is not None:
+                owner["n_bytes"] += row["n_bytes"] or 0
         else:  # the change was decoded from an earlier file
             out = _base(row, "control")
             out.update(rule="remainder_of_earlier_file", trx_id=t.trx_id, position=pos)
@@ -388,8 +381,8 @@ def stream_key(row: dict) -> tuple:
 
 def resolve_stream(rows: Iterable[dict]) -> Iterator[dict]:
     """Rows sorted by (source, xid, ``order_key``), every one with an xid -> resolved rows
-    (folded records as ``FOLDED`` rows of no records, for ``merge_folded``). Holds one
-    transaction's rows at a time."""
+    (a folded record has none: it counts in its change's row). Holds one transaction's rows
+    at a time."""
     machine = _Machine()
     key = None
     for row in rows:
@@ -411,28 +404,6 @@ def needs_resolving(row: dict) -> bool:
     return row.get("xid") is not None
 
 
-def merge_folded(rows: list[dict]) -> list[dict]:
-    """Drop the ``FOLDED`` rows; each one's bytes go to the row before it in its archive."""
-    out: list[dict] = []
-    by_archive: dict[tuple, list[dict]] = {}
-    for r in rows:
-        by_archive.setdefault((r["source"], r["archive_file"]), []).append(dict(r))
-    for key, rs in by_archive.items():
-        rs.sort(key=lambda r: (r["record_index"], r["kind"] == "control" and r.get("rule") == STATE_RULE))
-        prev = None
-        for r in rs:
-            if r["kind"] == FOLDED:
-                if prev is None:
-                    raise ValueError(f"folded record #{r['record_index']} of {key[1]} "
-                                     "without a row before it")
-                prev["n_bytes"] = (prev["n_bytes"] or 0) + (r["n_bytes"] or 0)
-                continue
-            if r["n_records"]:
-                prev = r
-            out.append(r)
-    return out
-
-
 def clear_facts(row: dict) -> dict:
     row = dict(row)
     for k in FACT_COLUMNS:
@@ -452,7 +423,7 @@ def resolve_rows(rows: list[dict]) -> list[dict]:
     todo = sorted((r for r in rows if needs_resolving(r)),
                   key=lambda r: (r["source"], r["xid"], order_key(r)))
     done = [r for r in rows if not needs_resolving(r)] + list(resolve_stream(todo))
-    out = [clear_facts(r) for r in merge_folded(done)]
+    out = [clear_facts(r) for r in done]
     out.sort(key=lambda r: (r["source"], uniqid_of_archive(r["archive_file"]), r["archive_file"],
                             r["record_index"], order_key(r)[2]))
     return out
@@ -502,86 +473,30 @@ def _resolve_partition(batches):
         yield pa.RecordBatch.from_pylist(out, schema=schema)
 
 
-def merge_folded_df(df):
-    """``merge_folded`` on a DataFrame, with windows only (the input is read once) and one
-    sort: over each archive in *descending* record order, a running sum of the folded rows'
-    bytes; a kept row adds what that sum gained since the kept row after it (its folded rows
-    are the ones between them). Both windows share one ordering, so the wide rows are sorted
-    once (a group window over a running count of kept rows sorted them twice)."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    w = Window.partitionBy("source", "archive_file").orderBy(F.desc("record_index"),
-                                                             F.desc("_state"))
-    upto = w.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    before = w.rowsBetween(Window.unboundedPreceding, -1)
-    kept = (F.col("kind") != FOLDED) & (F.col("n_records") > 0)
-    folded = F.col("kind") == FOLDED
-    marked = df.withColumn("_state", F.coalesce(_state_flag(F), F.lit(0))) \
-        .withColumn("_fb", F.sum(F.when(folded, F.col("n_bytes")).otherwise(0)).over(upto))
-    marked = marked.withColumn("_kb", F.last(F.when(kept, F.col("_fb")), ignorenulls=True)
-                               .over(before))
-    return marked.filter(~folded) \
-        .withColumn("n_bytes", F.when(kept, F.col("n_bytes") + F.col("_fb")
-                                      - F.coalesce(F.col("_kb"), F.lit(0)))
-                    .otherwise(F.col("n_bytes"))) \
-        .drop("_state", "_fb", "_kb")
-
-
 def resolve_transactions(events):
     """The ordering job's hook (contract 3): informix rows (the night's and those held from
     earlier nights, with ``from_state``) -> the same columns, every record in its
     transaction. Records are repartitioned by (source, xid) and each partition is read in
-    (xid, file, record) order by one Python function (``resolve_stream``).
-
-    ``seg_data`` (up to 256 raw bytes per record, half of the bytes shuffled) is not in that
-    stream: a row the rules quarantine comes out with ``RAW_MARK`` set, and its raw_hex is
-    taken from its record's ``seg_data`` in the events, for those rows only: their keys are
-    read from the exchange by archive that ``merge_folded_df`` needs anyway (the same
-    exchange, reused: the Python step runs once), broadcast, and matched against the events
-    (a broadcast join, the events are not shuffled); the few rows found are broadcast back.
-    Both broadcasts hold one row per record the rules quarantined."""
+    (xid, file, record) order by one Python function (``resolve_stream``); its output is the
+    hook's (one exchange: a folded record's bytes go to its change's row, of the same
+    partition, and a record the rules quarantine takes its raw_hex from its own
+    ``seg_data``, in the stream)."""
     from pyspark.sql import functions as F
-    from pyspark.sql.types import BooleanType, StructField, StructType
 
     columns = events.columns
-    stream = [c for c in columns if c != "seg_data"]
     todo = events.filter(F.col("xid").isNotNull())
     rest = events.filter(F.col("xid").isNull())
-    ordered = todo.select(*stream).withColumn("_u", _uniqid_col(F)).withColumn("_s", _state_flag(F)) \
+    ordered = todo.withColumn("_u", _uniqid_col(F)).withColumn("_s", _state_flag(F)) \
         .repartition("source", "xid") \
         .sortWithinPartitions("source", "xid", "_u", "record_index", "_s") \
-        .select(*stream, F.lit(False).alias(RAW_MARK))
-    schema = StructType([f for f in events.schema.fields if f.name != "seg_data"]
-                        + [StructField(RAW_MARK, BooleanType())])
-    resolved = ordered.mapInArrow(_resolve_partition, schema)
-    # the rows by archive (every column of it is used by both readers below, so that the
-    # optimizer prunes neither copy and the two are one exchange)
-    kept = [c for c in columns if c not in ("link", "record_type", "seg_data")]
-    by_archive = rest.select(*kept, F.lit(False).alias(RAW_MARK)) \
-        .unionByName(resolved.select(*kept, RAW_MARK)) \
-        .repartition("source", "archive_file")
-    key = ["source", "archive_file", "record_index"]
-    # (a filter pushed below the exchange would make it another exchange: the optimizer
-    # pushes every deterministic conjunct, so the mark is compared with a nondeterministic
-    # term that always holds, in one predicate)
-    marks = by_archive.filter(F.coalesce(F.col(RAW_MARK), F.lit(False))
-                              == (F.spark_partition_id() >= 0)) \
-        .select(*key, F.xxhash64(*by_archive.columns).alias("_h"))
-    # (``_h``, a hash of the whole row, is kept by the empty substring of it below: this
-    # reader then needs every column of the exchange, as the main reader does)
-    mine = events.filter(F.col("xid").isNotNull() & ~F.coalesce(F.col("from_state"), F.lit(False)))
-    raw = mine.select(*key, "seg_data").join(F.broadcast(marks), key) \
-        .select(*key, F.concat(F.lower(F.hex(F.substring("seg_data", 1, RAW_HEX_LIMIT))),
-                               F.substring(F.col("_h").cast("string"), 1, 0)).alias("_raw_hex"))
-    merged = merge_folded_df(by_archive).join(F.broadcast(raw), key, "left")
+        .select(*columns)
+    resolved = rest.unionByName(ordered.mapInArrow(_resolve_partition, events.schema))
     state = (F.col("kind") == "control") & (F.col("rule") == STATE_RULE)
     cleared = {"xid": F.when(state, F.col("xid")), "link": F.lit(None).cast("long"),
                "record_type": F.lit(None).cast("string"), "seg_data": F.lit(None).cast("binary"),
-               "flag": F.when(F.col("flag") != UNKNOWN_TABLE_FLAG, F.col("flag")),
-               "raw_hex": F.when(F.col(RAW_MARK), F.col("_raw_hex")).otherwise(F.col("raw_hex"))}
+               "flag": F.when(F.col("flag") != UNKNOWN_TABLE_FLAG, F.col("flag"))}
     # one projection (a chain of withColumn has the driver analyse the plan once per call)
-    return merged.select(*[cleared[c].alias(c) if c in cleared else F.col(c) for c in columns])
+    return resolved.select(*[cleared[c].alias(c) if c in cleared else F.col(c) for c in columns])
 
 
 # ----------------------------------------------------------------- one file at a time

@@ -44,8 +44,8 @@ from .layout import (R_BEGIN, R_CLR, R_COMMIT, R_DDL, R_HOME, R_REMAINDER, R_ROL
 CHUNK_ROWS = 65536
 
 # kinds of the rows a fast piece writes
-_KINDS = ("begin", "commit", "abort", "undo", "control", "change", RS.FOLDED)
-K_BEGIN, K_COMMIT, K_ABORT, K_UNDO, K_CONTROL, K_CHANGE, K_FOLDED = range(len(_KINDS))
+_KINDS = ("begin", "commit", "abort", "undo", "control", "change")
+K_BEGIN, K_COMMIT, K_ABORT, K_UNDO, K_CONTROL, K_CHANGE = range(len(_KINDS))
 # the columns every resolved row keeps from its record (``resolve._base``)
 _BASE = ("source", "format", "archive_file", "record_offset", "record_index", "n_records",
          "n_bytes", "from_state")
@@ -257,11 +257,16 @@ class _Chunk:
         same_arch = arch[rows_i[tgt]] == arch[rows_i]
         into = folded & same_arch
         earlier = folded & ~same_arch
+        # a record folded into a change of its archive has no row: its records and bytes
+        # count in the change's
         n_out = n_rec[rows_i].copy()
+        nb, _ = _ints(col["n_bytes"])
+        nb_out = nb[rows_i].copy()
         if into.any():
             n_out += np.bincount(tgt[into], weights=n_rec[rows_i][into], minlength=M)[:M] \
                 .astype(np.int64)
-        n_out[into] = 0
+            nb_out += np.bincount(tgt[into], weights=nb_out[into], minlength=M)[:M] \
+                .astype(np.int64)
         owner = np.where(folded, tgt, np.arange(M))           # what a push refers to
 
         # -- CLR stacks
@@ -319,7 +324,6 @@ class _Chunk:
         kind[has_undo] = K_UNDO
         change = ~folded & (is_home | (r == R_DDL))
         kind[change] = K_CHANGE
-        kind[into] = K_FOLDED
         # rules of control rows: rtype.lower(), clr_without_work, remainder_of_earlier_file
         rules = [t.lower() if t is not None else None for t in self.rtypes] + \
             ["clr_without_work", "remainder_of_earlier_file"]
@@ -328,8 +332,10 @@ class _Chunk:
         rule_i[earlier] = len(self.rtypes) + 1
         rule_valid = (kind == K_CONTROL)
         pos = col["position"]
-        fast_batch = self._fast_rows(rows_i, kind, n_out, rule_i, rule_valid, rules, trx_id,
-                                     r, change, is_home, has_undo, undo_of, b_rows, pos)
+        fast_batch = self._fast_rows(rows_i, kind, n_out, nb_out, rule_i, rule_valid, rules,
+                                     trx_id, r, change, is_home, has_undo, undo_of, b_rows, pos)
+        if into.any():
+            fast_batch = fast_batch.filter(pa.array(~into))
         out = [fast_batch]
 
         # -- state rows of the transactions left open at their key's end
@@ -361,17 +367,18 @@ class _Chunk:
         except ValueError:
             return -2
 
-    def _fast_rows(self, rows_i, kind, n_out, rule_i, rule_valid, rules, trx_id, r, change,
-                   is_home, has_undo, undo_of, b_rows, pos) -> pa.RecordBatch:
+    def _fast_rows(self, rows_i, kind, n_out, nb_out, rule_i, rule_valid, rules, trx_id, r,
+                   change, is_home, has_undo, undo_of, b_rows, pos) -> pa.RecordBatch:
         M = len(rows_i)
         col = self.col
         arrays = []
-        not_folded = kind != K_FOLDED
         is_commit = kind == K_COMMIT
         for field in self.schema:
             name = field.name
             if name == "n_records":
                 a = pa.array(n_out.astype(np.int64)).cast(field.type)
+            elif name == "n_bytes":
+                a = pa.array(nb_out, mask=~_bools(col[name].is_valid())[rows_i]).cast(field.type)
             elif name in _BASE:
                 a = _take(col[name], rows_i)
             elif name == "kind":
@@ -379,9 +386,9 @@ class _Chunk:
             elif name == "rule":
                 a = _strings(rules, rule_i, rule_valid)
             elif name == "trx_id":
-                a = pc.if_else(pa.array(not_folded), trx_id, pa.scalar(None, pa.string()))
+                a = trx_id
             elif name == "position":
-                a = _take(pos, rows_i, not_folded)
+                a = _take(pos, rows_i)
             elif name == "trx_order":
                 a = _take(pos, rows_i, change)
             elif name == "trx_end":
