@@ -4,7 +4,8 @@
     # the run dir: OUT/work/scale-<stamp>/data/multirun/staging/bench
     python -m bench.reorder RUN_DIR NEW_DIR [--repeat 2] [--master local[2]]
 
-``RUN_DIR`` is a run's ``staging/<run_id>`` (its decoded ``events`` and ``manifest.json``);
+``RUN_DIR`` is a run's ``staging/<run_id>`` (its decoded ``events``, ``manifest.json`` and
+``decode_units.json``);
 ``NEW_DIR`` gets links to them and the ordering's outputs (changes, transactions, audit,
 quarantine, state, ordering/), so the kept run is left as it is. Each repeat prints the
 stage's wall seconds and the JVM's CPU seconds; the first repeat pays the JVM's warm-up. With
@@ -32,14 +33,17 @@ def jvm_cpu(pid: int) -> float:
 
 
 def prepare(run_dir: Path, new_dir: Path) -> None:
-    from dblog.decode import EVENTS_DIR
+    from dblog.decode import EVENTS_DIR, UNITS_FILE
     from dblog.stage import MANIFEST
 
     if new_dir.exists():
         shutil.rmtree(new_dir)
     new_dir.mkdir(parents=True)
-    for name in (EVENTS_DIR, MANIFEST):
-        (new_dir / name).symlink_to((run_dir / name).resolve())
+    # (the decode's record of its units too: without it the ordering cannot tell that no
+    # position repeats, and runs the search a real run skips)
+    for name in (EVENTS_DIR, MANIFEST, UNITS_FILE):
+        if (run_dir / name).exists():
+            (new_dir / name).symlink_to((run_dir / name).resolve())
 
 
 def main(argv: list[str] | None = None) -> int:

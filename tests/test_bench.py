@@ -122,3 +122,26 @@ def test_a_cached_night_points_at_this_checkouts_catalog(tmp_path):
     again = gen.ensure_night("rdb", 20, cache=tmp_path, log=lambda *a: None)
     assert again["root"] == str(root) and cfg.read_text() == good
     assert load_config(cfg).source(info["source"]).catalog()
+
+
+def test_reorder_links_what_the_ordering_reads_of_the_kept_run(tmp_path):
+    """``bench.reorder`` reruns the ordering on a kept run: the events, the manifest and the
+    decode's record of its units (without it the ordering searches for repeated positions,
+    a job a real run skips), linked, never copied; a run without the units file still works."""
+    from bench.reorder import prepare
+    from dblog.decode import EVENTS_DIR, UNITS_FILE
+    from dblog.stage import MANIFEST
+
+    run = tmp_path / "run"
+    (run / EVENTS_DIR).mkdir(parents=True)
+    for name in (MANIFEST, UNITS_FILE):
+        (run / name).write_text("{}")
+    new = tmp_path / "new"
+    (new / "old").mkdir(parents=True)
+    prepare(run, new)
+    assert sorted(p.name for p in new.iterdir()) == sorted([EVENTS_DIR, MANIFEST, UNITS_FILE])
+    assert all((new / n).is_symlink() and (new / n).resolve() == (run / n).resolve()
+               for n in (EVENTS_DIR, MANIFEST, UNITS_FILE))
+    (run / UNITS_FILE).unlink()
+    prepare(run, new)
+    assert sorted(p.name for p in new.iterdir()) == sorted([EVENTS_DIR, MANIFEST])
