@@ -325,25 +325,78 @@ def test_resolve_transactions_on_spark_equals_the_rows_on_adversarial_nights(spa
         held = RS.held_after(want)
 
 
+@pytest.mark.parametrize("from_files", [True, False])
 @pytest.mark.spark
-def test_the_hook_is_one_exchange_and_one_python_step_with_raw_hex(spark):
+def test_the_hook_is_one_exchange_and_one_python_step_with_raw_hex(spark, tmp_path, from_files):
     """One exchange (by source and xid) and the Python step once: a folded record's bytes go
-    to its change in the same partition, and a quarantined record's raw_hex comes from its
-    own ``seg_data`` in the stream, equal to the per-row rules' raw_hex."""
+    to its change in the same partition. A quarantined record's raw_hex equals the per-row
+    rules': events read from Parquet files leave ``seg_data`` out of the stream and the
+    quarantined rows take it from the files; events made in memory carry it through."""
+    import re
+
+    import pyarrow.parquet as pq
+
     from dblog.decode import spark_event_schema
 
     schema = spark_event_schema().add("from_state", "boolean")
     rows = records([(f"{SOURCE}/x/{n}", d) for n, d in Log(5).night(2, 120)], "UTC")
     want = RS.resolve_rows(rows)
-    df = spark.createDataFrame(pa.Table.from_pylist(rows, schema=SCHEMA).to_pandas(), schema)
+    table = pa.Table.from_pylist(rows, schema=SCHEMA)
+    if from_files:
+        # two files, small row groups: the lookup reads only the groups that may hold a key
+        half = table.num_rows // 2
+        for i, part in enumerate((table.slice(0, half), table.slice(half))):
+            pq.write_table(part, tmp_path / f"part-{i}.parquet", row_group_size=50)
+        (tmp_path / "notes.parquet").write_bytes(b"not parquet")    # unreadable: skipped
+        df = spark.read.schema(schema).parquet(*[str(tmp_path / f"part-{i}.parquet")
+                                                 for i in range(2)])
+    else:
+        df = spark.createDataFrame(table.to_pandas(), schema)
     out = RS.resolve_transactions(df)
     got = {(r["archive_file"], r["record_index"]): r["raw_hex"] for r in out.collect()
            if r["kind"] == "quarantine"}
     quarantined = {(r["archive_file"], r["record_index"]): r["raw_hex"] for r in want
                    if r["kind"] == "quarantine"}
     assert got == quarantined
-    assert any(r["raw_hex"] for r in want if r["error_class"] in ("broken_chain", "unknown_table"))
-    ex = out._jdf.queryExecution().executedPlan()
-    plan = (ex.executedPlan() if ex.nodeName() == "AdaptiveSparkPlan" else ex).toString()
+    assert sum(1 for r in want if r["error_class"] in ("broken_chain", "unknown_table")
+               and r["raw_hex"]) >= 2
+    spark.conf.set("spark.sql.debug.maxToStringFields", "100")    # every column named
+    try:
+        ex = out._jdf.queryExecution().executedPlan()
+        plan = (ex.executedPlan() if ex.nodeName() == "AdaptiveSparkPlan" else ex).toString()
+    finally:
+        spark.conf.unset("spark.sql.debug.maxToStringFields")
     assert plan.count("MapInArrow") == 1, plan
     assert plan.count("Exchange") == 1 and "ReusedExchange" not in plan, plan
+    stream_in = re.search(r"MapInArrow .*?\[([^\]]*)\]", plan).group(1)
+    assert ("seg_data" in stream_in) is not from_files, stream_in
+
+
+def test_raw_hex_from_files_reads_only_the_groups_that_may_hold_a_key(tmp_path, monkeypatch):
+    """The lookup of the quarantined records' raw bytes: by (archive_file, record_index),
+    the first ``RAW_HEX_LIMIT`` bytes as hex; a key in no file keeps a null raw_hex; a row
+    group whose statistics exclude every key is not read, nor a file that is not Parquet."""
+    import pyarrow.parquet as pq
+
+    from decoders.events import RAW_HEX_LIMIT
+
+    n = 1000
+    t = pa.table({"archive_file": ["a/x_40.txt"] * n, "record_index": list(range(n)),
+                  "seg_data": [bytes([i % 256]) * (300 if i == 150 else 3) for i in range(n)],
+                  "other": list(range(n))})
+    pq.write_table(t, tmp_path / "e.parquet", row_group_size=100)
+    pq.write_table(t.set_column(0, "archive_file", pa.array(["b/x_41.txt"] * n)),
+                   tmp_path / "f.parquet", row_group_size=100)
+    (tmp_path / "g.parquet").write_bytes(b"garbage")
+    files = [str(tmp_path / n_) for n_ in ("e.parquet", "f.parquet", "g.parquet")]
+    q = pa.table({"archive_file": ["a/x_40.txt", "b/x_41.txt", "a/x_40.txt", "c/x_42.txt"],
+                  "record_index": [150, 160, 170, 155], "raw_hex": pa.nulls(4, pa.string())})
+    read = []
+    real = pq.ParquetFile.read_row_groups
+    monkeypatch.setattr(pq.ParquetFile, "read_row_groups",
+                        lambda self, groups, **kw: read.append(list(groups)) or real(self, groups, **kw))
+    out = RS.raw_hex_from_files(q, files).column("raw_hex").to_pylist()
+    assert out == [(bytes([150]) * RAW_HEX_LIMIT).hex(), (bytes([160]) * 3).hex(),
+                   (bytes([170]) * 3).hex(), None]
+    # keys 150..170: only group 1 (rows 100-199) of each of the two Parquet files
+    assert read == [[1], [1]]

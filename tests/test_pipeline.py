@@ -161,3 +161,34 @@ def test_backfill_equals_nights_one_by_one(spark, tmp_path, solid_config):
         da = spark.read.parquet(str(a / "published" / ds)).drop("run_id")
         db = spark.read.parquet(str(b / "published" / ds)).drop("run_id")
         assert_df_equality(da, db, ignore_row_order=True, ignore_column_order=True)
+
+
+def test_informix_record_quarantined_by_the_transaction_rules_keeps_its_raw_bytes(spark, tmp_path):
+    """A broken link is found by the ordering job's Informix step (records are assigned to
+    their transactions there), whose stream leaves the records' raw bytes out: the quarantine
+    row still shows the record's own bytes, read back from the decoded events, and its
+    bytes are accounted as quarantined."""
+    config = write_config(tmp_path, [{"name": "wms_informix", "format": "informix",
+                                      "timezone": "America/Chicago"}])
+    root = tmp_path / "data"
+    synth(config, root, "2026-11-05", trx=60, seed=4)
+    night = root / "landing" / "wms_informix" / "2026-11-05"
+    archive = sorted(night.iterdir())[0]
+    lines = archive.read_bytes().split(b"\n")
+    idx = [i for i, line in enumerate(lines) if b" HDELETE " in line or b" HINSERT " in line][5]
+    tokens = lines[idx].split()
+    assert int(tokens[5], 16) != 0x7777
+    lines[idx] = lines[idx].replace(b" " + tokens[5] + b" ", b" 7777 ", 1)
+    assert lines[idx].split()[5] == b"7777"
+    archive.write_bytes(b"\n".join(lines))
+    assert run(config, root, "2026-11-05") == 0
+    q = read(root / "published" / "quarantine", source="wms_informix", date="2026-11-05")
+    assert [(r["archive_file"], r["record_offset"], r["error_class"]) for r in q] == \
+        [(str(archive.relative_to(root / "landing")), idx + 1, "broken_chain")]
+    assert bytes.fromhex(q[0]["raw_hex"]).startswith(lines[idx][:200])
+    audit = read(root / "published" / "audit", source="wms_informix", date="2026-11-05")
+    mine = [a for a in audit if a["archive_file"] == q[0]["archive_file"]]
+    assert [a["quarantined"] for a in mine] == [1]
+    assert mine[0]["bytes_quarantined"] == q[0]["n_bytes"] > len(lines[idx])
+    assert sum(a["bytes_decoded"] + a["bytes_quarantined"] for a in audit) == \
+        sum(p.stat().st_size for p in night.iterdir())

@@ -445,8 +445,8 @@ def _uniqid_col(F):
 COLUMNAR = True
 
 
-def _resolve_partition(batches):
-    """mapInArrow: a partition's rows sorted by (source, xid, file, record) -> resolved rows."""
+def _resolve_rows_of(batches):
+    """A partition's rows sorted by (source, xid, file, record) -> resolved batches."""
     import pyarrow as pa
 
     if COLUMNAR:
@@ -473,24 +473,137 @@ def _resolve_partition(batches):
         yield pa.RecordBatch.from_pylist(out, schema=schema)
 
 
+def _needs_raw(batch):
+    """Rows the rules quarantined whose raw bytes were not in the stream: tonight's
+    quarantine rows of records (``n_records`` > 0) without ``raw_hex``."""
+    import pyarrow.compute as pc
+
+    return pc.fill_null(pc.and_(pc.and_(pc.equal(batch.column("kind"), "quarantine"),
+                                        pc.is_null(batch.column("raw_hex"))),
+                                pc.and_(pc.invert(pc.fill_null(batch.column("from_state"), False)),
+                                        pc.greater(batch.column("n_records"), 0))), False)
+
+
+def raw_hex_from_files(table, files):
+    """``table``'s rows (resolved quarantine rows) with ``raw_hex`` from the ``seg_data`` of
+    their record's row, (archive_file, record_index), in the Parquet ``files`` the events
+    were read from. A file, and a row group of it, is read only when its statistics say it
+    may hold one of the keys; only three columns are read. A record not found keeps a null
+    raw_hex."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    arch = table.column("archive_file").to_pylist()
+    idx = table.column("record_index").to_pylist()
+    want = {(a, i) for a, i in zip(arch, idx) if a is not None and i is not None}
+    if not want:
+        return table
+    names = {a for a, _ in want}
+    lo, hi = min(i for _, i in want), max(i for _, i in want)
+    found: dict[tuple, bytes] = {}
+    for path in files:
+        try:
+            pf = pq.ParquetFile(path)
+        except (OSError, ValueError):
+            continue
+        cols = pf.schema_arrow.names
+        if not all(c in cols for c in ("archive_file", "record_index", "seg_data")):
+            continue
+        ia, ii = cols.index("archive_file"), cols.index("record_index")
+        groups = []
+        for g in range(pf.metadata.num_row_groups):
+            rg = pf.metadata.row_group(g)
+            sa, si = rg.column(ia).statistics, rg.column(ii).statistics
+            if si is not None and si.has_min_max and (si.max < lo or si.min > hi):
+                continue
+            if sa is not None and sa.has_min_max and not any(sa.min <= n <= sa.max for n in names):
+                continue
+            groups.append(g)
+        if not groups:
+            continue
+        got = pf.read_row_groups(groups, columns=["archive_file", "record_index", "seg_data"])
+        keep = pc.and_(pc.is_in(got.column("archive_file"), pa.array(sorted(names))),
+                       pc.invert(pc.is_null(got.column("seg_data"))))
+        got = got.filter(keep)
+        for a, i, d in zip(got.column("archive_file").to_pylist(),
+                           got.column("record_index").to_pylist(),
+                           got.column("seg_data").to_pylist()):
+            if (a, i) in want:
+                found.setdefault((a, i), d)
+    raw = [None if found.get((a, i)) is None else bytes(found[(a, i)][:RAW_HEX_LIMIT]).hex()
+           for a, i in zip(arch, idx)]
+    at = table.schema.get_field_index("raw_hex")
+    return table.set_column(at, table.schema.field(at), pa.array(raw, pa.string()))
+
+
+def _resolve_partition(batches, files=()):
+    """mapInArrow: a partition's rows sorted by (source, xid, file, record) -> resolved rows.
+    With ``files`` (the stream has no ``seg_data``), the rows the rules quarantined wait
+    until the partition's end and take their raw bytes from the files in one pass."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    waiting = []
+    for b in _resolve_rows_of(batches):
+        if files:
+            need = _needs_raw(b)
+            if need.true_count:
+                waiting.append(b.filter(need))
+                b = b.filter(pc.invert(need))
+        if b.num_rows:
+            yield b
+    if waiting:
+        table = raw_hex_from_files(pa.Table.from_batches(waiting), files)
+        yield from table.combine_chunks().to_batches()
+
+
+def _local_files(df) -> tuple[str, ...]:
+    """The files ``df`` reads (``inputFiles``, no job), as paths; () when any is not a local
+    path (then the stream carries ``seg_data``)."""
+    from urllib.parse import unquote, urlparse
+
+    out = []
+    for uri in df.inputFiles():
+        u = urlparse(uri)
+        if u.scheme not in ("", "file"):
+            return ()
+        out.append(unquote(u.path))
+    return tuple(sorted(out))
+
+
 def resolve_transactions(events):
     """The ordering job's hook (contract 3): informix rows (the night's and those held from
     earlier nights, with ``from_state``) -> the same columns, every record in its
     transaction. Records are repartitioned by (source, xid) and each partition is read in
     (xid, file, record) order by one Python function (``resolve_stream``); its output is the
-    hook's (one exchange: a folded record's bytes go to its change's row, of the same
-    partition, and a record the rules quarantine takes its raw_hex from its own
-    ``seg_data``, in the stream)."""
+    hook's: one exchange, since a folded record's bytes go to its change's row, in the same
+    partition.
+
+    ``seg_data`` (a record's raw bytes, for the raw_hex of a record the rules quarantine;
+    about half the bytes of the stream) stays out of the stream when the events are read
+    from local Parquet files (``inputFiles``): the few quarantined rows take it from those
+    files at the end of their partition (``raw_hex_from_files``). Rows not read from files
+    (a DataFrame made in memory) carry it through the stream."""
+    import functools
+
     from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
 
     columns = events.columns
+    files = _local_files(events)
+    stream = [c for c in columns if c != "seg_data"] if files else columns
     todo = events.filter(F.col("xid").isNotNull())
     rest = events.filter(F.col("xid").isNull())
     ordered = todo.withColumn("_u", _uniqid_col(F)).withColumn("_s", _state_flag(F)) \
         .repartition("source", "xid") \
         .sortWithinPartitions("source", "xid", "_u", "record_index", "_s") \
-        .select(*columns)
-    resolved = rest.unionByName(ordered.mapInArrow(_resolve_partition, events.schema))
+        .select(*stream)
+    schema = StructType([f for f in events.schema.fields if f.name in stream])
+    out = ordered.mapInArrow(functools.partial(_resolve_partition, files=files), schema)
+    if files:
+        out = out.withColumn("seg_data", F.lit(None).cast("binary"))
+    resolved = rest.unionByName(out)
     state = (F.col("kind") == "control") & (F.col("rule") == STATE_RULE)
     cleared = {"xid": F.when(state, F.col("xid")), "link": F.lit(None).cast("long"),
                "record_type": F.lit(None).cast("string"), "seg_data": F.lit(None).cast("binary"),
