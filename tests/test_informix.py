@@ -211,6 +211,27 @@ def test_crlf_lines():
     assert kinds(rows) == ["begin", "change", "commit"]
 
 
+@pytest.mark.parametrize("records_mode", [False, True])   # the pipeline's way, the file decoder
+def test_a_quarantined_unit_shows_the_archives_own_bytes(records_mode):
+    """raw_hex is the archive's bytes from the record line to the end of its last dump line,
+    with the carriage returns and blank lines in between as they are (found by
+    ``python -m tests.fuzz --target informix --seed 20261130``: a line damaged to end in
+    \\r\\n had its raw bytes shown without the \\r, bytes the archive does not hold)."""
+    text = (b"addr     len  type     xid      id link\r\n"
+            b"18       40   BEGIN    3        1  0        07/13/98 10:00:00 1 informix\r\n"
+            b"40       40   HINSERT  3        0  18       100123 101\r\n"      # a column short
+            b"        00000028 00080000  ...(....\r\n"
+            b"\r\n"
+            b"        00000028 00080001  ...(....\r\n"
+            b"68       36   COMMIT   3        0  40       07/13/98 10:00:01\r\n")
+    rows, _ = run(text) if records_mode else run_decoder(text)
+    q = [r for r in rows if r["kind"] == "quarantine"]
+    assert [r["record_offset"] for r in q] == [3]
+    start = text.index(b"40       40")
+    end = text.index(b"68       36") - 2                    # the last dump line, without \r\n
+    assert bytes.fromhex(q[0]["raw_hex"]) == text[start:end]
+
+
 # ------------------------------------------------------------------ typed columns
 
 def test_typed_columns():

@@ -141,16 +141,29 @@ def uniqid_of(name: str) -> int | None:
 @dataclass
 class Unit:
     """One record line with the ``-l`` dump lines under it (``indented``: an indented line
-    that is not a dump line; it is quarantined)."""
+    that is not a dump line; it is quarantined). ``span``: the archive's bytes from the
+    line's start to the end of its last dump line (carriage returns and blank lines in
+    between as they are)."""
     line_no: int
     line: bytes
     complete: bool                 # the line ends with a newline
     dump: list[bytes] = field(default_factory=list)
     indented: bool = False
+    span: bytes | None = None
 
     @property
     def raw(self) -> bytes:
+        """The unit's bytes as the archive holds them (its lines joined, for a unit made
+        without its text)."""
+        if self.span is not None:
+            return self.span
         return b"\n".join([self.line, *self.dump])
+
+
+def _span(text, first: int, last: int) -> bytes:
+    """The text's bytes from line ``first``'s start to line ``last``'s end (without the
+    newline, and without a carriage return before it)."""
+    return bytes(text.buf[int(text.starts[first]):int(text.ends[last])])
 
 
 is_header = COL.is_header
@@ -161,18 +174,23 @@ def split_units(data: bytes) -> list[Unit]:
     text = COL.Text(data)
     units: list[Unit] = []
     cur: Unit | None = None
+    last = []                         # each unit's last line
     for i, kind in enumerate(text.kind.tolist()):
         if kind == COL.LINE_BLANK:
             continue
         if kind == COL.LINE_DUMP:
             if cur is not None:
                 cur.dump.append(text.line(i))
+                last[-1] = i
             continue                  # a dump line under a header or at the top: no record
         if kind == COL.LINE_HEADER:
             cur = None
             continue
         cur = Unit(i + 1, text.line(i), bool(text.complete[i]), indented=kind == COL.LINE_INDENTED)
         units.append(cur)
+        last.append(i)
+    for u, j in zip(units, last):
+        u.span = _span(text, u.line_no - 1, j)
     return units
 
 
@@ -748,13 +766,14 @@ class _Columnar:
         t = self.text
         line = int(self.recs.lines[i])
         dump = []
-        j = line + 1
+        j = end = line + 1
         while j < t.n_lines and t.kind[j] in (COL.LINE_BLANK, COL.LINE_DUMP):
             if t.kind[j] == COL.LINE_DUMP:
                 dump.append(t.line(j))
+                end = j + 1
             j += 1
         return Unit(line + 1, t.line(line), bool(t.complete[line]), dump,
-                    t.kind[line] == COL.LINE_INDENTED)
+                    t.kind[line] == COL.LINE_INDENTED, _span(t, line, end - 1))
 
     def run(self, sink: EventSink) -> dict:
         recs, uniqid = self.recs, self.uniqid
@@ -1114,10 +1133,9 @@ class _RecordsMode:
         return {"kind": fields.pop("kind"), "offset": unit.line_no, "index": index, **fields}
 
     def raw(self, fi: np.ndarray, keep: np.ndarray) -> pa.Array:
-        """``Unit.raw[:256]`` of records ``fi`` (null where not ``keep``): the bytes from the
-        record line to the end of its last dump line, when only dump lines follow it (no
-        blank line between them, no carriage return); a unit of any other shape is joined
-        line by line."""
+        """``Unit.raw[:256]`` of records ``fi`` (null where not ``keep``): the archive's bytes
+        from the record line to the end of its last dump line, blank lines and carriage
+        returns in between as they are."""
         t = self.text
         lines = self.recs.lines[fi]
         kinds = t.kind
@@ -1142,23 +1160,7 @@ class _RecordsMode:
         last = np.maximum(last, lines)
         start = t.starts[lines]
         end = np.minimum(t.ends[last], start + RAW_HEX_LIMIT)
-        # simple: the bytes in between are the unit's lines, whole: no blank line (skipped by
-        # Unit.raw) and no \r (cut from every line) before the last dump line
-        odd = np.append(np.flatnonzero((kinds == COL.LINE_BLANK)
-                                       | ((t.ends - t.starts) != _line_len(t))), t.n_lines)
-        simple = odd[np.searchsorted(odd, lines)] > last
-        bad = np.flatnonzero(~simple & keep)
-        good = keep & simple
-        out = COL.substrings_binary(t.buf, start, np.where(good, end, start), keep)
-        return self._patch(out, fi, bad) if len(bad) else out
-
-    def _patch(self, out: pa.Array, fi: np.ndarray, bad: np.ndarray) -> pa.Array:
-        """``out`` with the rows ``bad`` (units of another shape) joined line by line."""
-        patch = pa.array([self.unit(int(fi[j])).raw[:RAW_HEX_LIMIT] for j in bad.tolist()],
-                         pa.binary())
-        idx = np.full(len(fi), -1, dtype=np.int64)
-        idx[bad] = np.arange(len(bad))
-        return pc.if_else(pa.array(idx >= 0), pc.take(patch, pa.array(np.maximum(idx, 0))), out)
+        return COL.substrings_binary(t.buf, start, np.where(keep, end, start), keep)
 
     def _raw_simple(self, fi: np.ndarray, lines: np.ndarray, keep: np.ndarray) -> pa.Array | None:
         """``raw`` for a text without a cut \\r whose blank lines all stand alone right before
@@ -1665,12 +1667,6 @@ class _Chunked:
     def __getitem__(self, sl: slice) -> pa.Array:
         k = sl.start // self.size
         return self.chunks[k].slice(sl.start - k * self.size, sl.stop - sl.start)
-
-
-def _line_len(t: COL.Text) -> np.ndarray:
-    """Length of every line without its newline (ends differ where a \\r was cut)."""
-    nxt = np.append(t.starts[1:], t.size)
-    return nxt - t.starts - t.complete
 
 
 def _scatter(values: pa.Array, at: np.ndarray, n: int) -> pa.Array:
