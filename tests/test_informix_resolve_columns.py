@@ -400,3 +400,34 @@ def test_raw_hex_from_files_reads_only_the_groups_that_may_hold_a_key(tmp_path, 
                    (bytes([170]) * 3).hex(), None]
     # keys 150..170: only group 1 (rows 100-199) of each of the two Parquet files
     assert read == [[1], [1]]
+    # keys far apart: only the groups that hold one (not the range between them)
+    read.clear()
+    q2 = pa.table({"archive_file": ["a/x_40.txt", "a/x_40.txt"], "record_index": [5, 905],
+                   "raw_hex": pa.nulls(2, pa.string())})
+    out = RS.raw_hex_from_files(q2, files).column("raw_hex").to_pylist()
+    assert out == [(bytes([5]) * 3).hex(), (bytes([905 % 256]) * 3).hex()]
+    assert read == [[0], [9]]                  # (f holds other archives: not read)
+
+
+@pytest.mark.parametrize("wait_rows", [1, 65536])
+def test_the_python_step_attaches_raw_hex_from_files_in_bounded_lookups(tmp_path, monkeypatch,
+                                                                        wait_rows):
+    """The mapInArrow function on a stream without ``seg_data``: the quarantined rows get
+    the per-row rules' raw_hex from the events' files, whether they are looked up once at
+    the partition's end or every ``RAW_WAIT_ROWS``; the other rows are the columnar step's."""
+    import pyarrow.parquet as pq
+
+    rows = records([(f"{SOURCE}/x/{n}", d) for n, d in Log(5).night(2, 120)], "UTC")
+    want = RS.resolve_rows(rows)
+    table = pa.Table.from_pylist(rows, schema=SCHEMA)
+    pq.write_table(table, tmp_path / "part-0.parquet", row_group_size=64)
+    todo = pa.Table.from_pylist(stream(rows), schema=SCHEMA).drop_columns(["seg_data"])
+    monkeypatch.setattr(RS, "RAW_WAIT_ROWS", wait_rows)
+    out = [r for b in RS._resolve_partition(iter(todo.to_batches(max_chunksize=100)),
+                                            files=(str(tmp_path / "part-0.parquet"),))
+           for r in b.to_pylist()]
+    q = {(r["archive_file"], r["record_index"]): r["raw_hex"] for r in out if r["kind"] == "quarantine"}
+    assert q == {(r["archive_file"], r["record_index"]): r["raw_hex"] for r in want
+                 if r["kind"] == "quarantine" and (r["archive_file"], r["record_index"]) in q}
+    assert len(q) >= 2 and all(q.values())
+    assert len(out) == len(list(RS.resolve_stream(stream(rows))))     # every row, once

@@ -487,9 +487,10 @@ def _needs_raw(batch):
 def raw_hex_from_files(table, files):
     """``table``'s rows (resolved quarantine rows) with ``raw_hex`` from the ``seg_data`` of
     their record's row, (archive_file, record_index), in the Parquet ``files`` the events
-    were read from. A file, and a row group of it, is read only when its statistics say it
-    may hold one of the keys; only three columns are read. A record not found keeps a null
-    raw_hex."""
+    were read from. A row group is read only when its statistics say it may hold one of the
+    keys, one at a time, and only three of its columns: memory is one row group's plus the
+    rows found. A record not found keeps a null raw_hex."""
+    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
@@ -500,7 +501,14 @@ def raw_hex_from_files(table, files):
     if not want:
         return table
     names = {a for a, _ in want}
-    lo, hi = min(i for _, i in want), max(i for _, i in want)
+    wanted = np.unique(np.array([i for _, i in want], dtype=np.int64))
+
+    def may_hold(st) -> bool:              # a record_index of the keys within [min, max]
+        if st is None or not st.has_min_max:
+            return True
+        k = np.searchsorted(wanted, st.min)
+        return bool(k < len(wanted) and wanted[k] <= st.max)
+
     found: dict[tuple, bytes] = {}
     for path in files:
         try:
@@ -511,51 +519,60 @@ def raw_hex_from_files(table, files):
         if not all(c in cols for c in ("archive_file", "record_index", "seg_data")):
             continue
         ia, ii = cols.index("archive_file"), cols.index("record_index")
-        groups = []
         for g in range(pf.metadata.num_row_groups):
             rg = pf.metadata.row_group(g)
-            sa, si = rg.column(ia).statistics, rg.column(ii).statistics
-            if si is not None and si.has_min_max and (si.max < lo or si.min > hi):
+            sa = rg.column(ia).statistics
+            if not may_hold(rg.column(ii).statistics):
                 continue
             if sa is not None and sa.has_min_max and not any(sa.min <= n <= sa.max for n in names):
                 continue
-            groups.append(g)
-        if not groups:
-            continue
-        got = pf.read_row_groups(groups, columns=["archive_file", "record_index", "seg_data"])
-        keep = pc.and_(pc.is_in(got.column("archive_file"), pa.array(sorted(names))),
-                       pc.invert(pc.is_null(got.column("seg_data"))))
-        got = got.filter(keep)
-        for a, i, d in zip(got.column("archive_file").to_pylist(),
-                           got.column("record_index").to_pylist(),
-                           got.column("seg_data").to_pylist()):
-            if (a, i) in want:
-                found.setdefault((a, i), d)
-    raw = [None if found.get((a, i)) is None else bytes(found[(a, i)][:RAW_HEX_LIMIT]).hex()
+            got = pf.read_row_groups([g], columns=["archive_file", "record_index", "seg_data"])
+            got = got.filter(pc.and_(pc.is_in(got.column("archive_file"), pa.array(sorted(names))),
+                                     pc.is_in(got.column("record_index"), pa.array(wanted))))
+            for a, i, d in zip(got.column("archive_file").to_pylist(),
+                               got.column("record_index").to_pylist(),
+                               got.column("seg_data").to_pylist()):
+                if d is not None and (a, i) in want:
+                    found.setdefault((a, i), d[:RAW_HEX_LIMIT])
+    raw = [None if found.get((a, i)) is None else bytes(found[(a, i)]).hex()
            for a, i in zip(arch, idx)]
     at = table.schema.get_field_index("raw_hex")
     return table.set_column(at, table.schema.field(at), pa.array(raw, pa.string()))
 
 
+RAW_WAIT_ROWS = 65536    # quarantined rows a partition holds before it looks their bytes up
+
+
 def _resolve_partition(batches, files=()):
     """mapInArrow: a partition's rows sorted by (source, xid, file, record) -> resolved rows.
     With ``files`` (the stream has no ``seg_data``), the rows the rules quarantined wait
-    until the partition's end and take their raw bytes from the files in one pass."""
+    (until the partition's end, or ``RAW_WAIT_ROWS`` of them) and take their raw bytes from
+    the files in one pass."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    waiting = []
+    waiting: list = []
+    n_waiting = 0
+
+    def looked_up():
+        table = raw_hex_from_files(pa.Table.from_batches(waiting), files)
+        waiting.clear()
+        return table.combine_chunks().to_batches()
+
     for b in _resolve_rows_of(batches):
         if files:
             need = _needs_raw(b)
             if need.true_count:
                 waiting.append(b.filter(need))
+                n_waiting += need.true_count
                 b = b.filter(pc.invert(need))
         if b.num_rows:
             yield b
+        if n_waiting >= RAW_WAIT_ROWS:
+            yield from looked_up()
+            n_waiting = 0
     if waiting:
-        table = raw_hex_from_files(pa.Table.from_batches(waiting), files)
-        yield from table.combine_chunks().to_batches()
+        yield from looked_up()
 
 
 def _local_files(df) -> tuple[str, ...]:
