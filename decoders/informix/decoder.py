@@ -149,15 +149,12 @@ class Unit:
     complete: bool                 # the line ends with a newline
     dump: list[bytes] = field(default_factory=list)
     indented: bool = False
-    span: bytes | None = None
+    span: bytes = b""
 
     @property
     def raw(self) -> bytes:
-        """The unit's bytes as the archive holds them (its lines joined, for a unit made
-        without its text)."""
-        if self.span is not None:
-            return self.span
-        return b"\n".join([self.line, *self.dump])
+        """The unit's bytes as the archive holds them."""
+        return self.span
 
 
 def _span(text, first: int, last: int) -> bytes:
