@@ -144,6 +144,20 @@ def _held_range(folder: str) -> tuple[str, str] | None:
     return (lo, hi) if lo is not None else NO_POSITIONS
 
 
+def units_record(run_dir: Path) -> list[dict] | None:
+    """The decode's record of its work units (``decode_units.json``: per unit its source,
+    events file, rows and position run), or None when there is none or it cannot be read."""
+    try:
+        units = json.loads((Path(run_dir) / UNITS_FILE).read_text())["units"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(units, list) or not all(
+            isinstance(u, dict) and isinstance(u.get("source"), str)
+            and isinstance(u.get("file"), str) for u in units):
+        return None
+    return units
+
+
 def positions_unique(manifest: dict, run_dir: Path) -> bool:
     """True when the decode proves that no record position repeats in any source's night,
     so that ``quarantine_duplicate_positions`` need not look (a job over every row): every
@@ -152,10 +166,8 @@ def positions_unique(manifest: dict, run_dir: Path) -> bool:
     held from earlier nights (their Parquet statistics). Anything else (no record of the
     decode, a unit whose keys do not rise, a held file without statistics): False, and the
     search runs as before."""
-    path = Path(run_dir) / UNITS_FILE
-    try:
-        units = json.loads(path.read_text())["units"]
-    except (OSError, ValueError, KeyError, TypeError):
+    units = units_record(run_dir)
+    if units is None:
         return False
     runs: dict[str, list] = {}
     for u in units:

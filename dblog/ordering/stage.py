@@ -26,15 +26,19 @@ The number of Spark jobs does not depend on the number of sources or tables.
 from __future__ import annotations
 
 import json
+import logging
+import os
+import shutil
 from pathlib import Path
 
 from decoders.events import EVENT_COLUMNS
 
-from ..accounting import complete_audit, positions_unique, quarantine_duplicate_positions
+from ..accounting import (complete_audit, positions_unique, quarantine_duplicate_positions,
+                          units_record)
 from ..decode import EVENTS_DIR, spark_event_schema
 from ..sparkio import local_frame, run_concurrently, write_parquet
 from ..stage import CARRY_DIR, HELD_DIR, SEQ_FILE
-from . import sequence
+from . import filehook, sequence
 from .audit import audit, row_buckets
 from .classify import QUARANTINED, published_changes, segment_buckets
 from .hooks import apply_hooks, format_hooks, hooked_rows
@@ -47,6 +51,8 @@ from .segments import (empty_groups, formats_with_segments, reassemble, reassemb
 from .state import carry_rows, held_rows
 from .transactions import TRX_COUNTS_DDL, row_partitions, transaction_counts
 from .wide import FID, ROW, SEQ, SourceFiles, seq_columns, write_changes
+
+log = logging.getLogger(__name__)
 
 OPEN_BROADCAST_MAX = 200_000   # open transactions up to which their keys are broadcast
 TRX_BROADCAST_MAX = 100_000    # transactions up to which the joins with them broadcast them
@@ -75,9 +81,11 @@ def _tagged(files: SourceFiles | None, df, folder):
     return df if files is None else files.tag(df, folder)
 
 
-def read_events(spark, manifest: dict, run_dir: Path, files: SourceFiles | None = None):
+def read_events(spark, manifest: dict, run_dir: Path, files: SourceFiles | None = None,
+                unique: bool | None = None):
     """The night's events plus the rows held from earlier nights (``from_state``); with
-    ``files``, each row tagged with its file and row index (``wide``)."""
+    ``files``, each row tagged with its file and row index (``wide``). ``unique``: whether
+    the decode proved that no position repeats (``positions_unique``; None: look it up)."""
     from pyspark.sql import functions as F
 
     schema = spark_event_schema()
@@ -90,24 +98,84 @@ def read_events(spark, manifest: dict, run_dir: Path, files: SourceFiles | None 
             old = _tagged(files, spark.read.schema(schema).parquet(s["prev_held"]), s["prev_held"]) \
                 .withColumn("source", F.lit(s["name"])).withColumn("from_state", F.lit(True))
             ev = ev.unionByName(old)
-    return quarantine_duplicate_positions(spark, ev, manifest, positions_unique(manifest, run_dir))
+    if unique is None:
+        unique = positions_unique(manifest, run_dir)
+    return quarantine_duplicate_positions(spark, ev, manifest, unique)
 
 
-def resolve(spark, ev, manifest: dict, work: Path, files: SourceFiles | None = None):
+def _file_inputs(manifest: dict, run_dir: Path, fmt: str) -> list[dict] | None:
+    """The Parquet files holding ``fmt``'s rows, as the decode wrote them (its record of the
+    units, ``decode_units.json``) and as earlier nights held them: (path, source for a held
+    file, from_state); None without the decode's record."""
+    units = units_record(run_dir)
+    if units is None:
+        return None
+    mine = [s for s in manifest["sources"] if s["format"] == fmt]
+    names = {s["name"] for s in mine}
+    folder = Path(run_dir) / EVENTS_DIR
+    out = [{"path": str(folder / u["file"]), "source": None, "from_state": False}
+           for u in units if u["source"] in names]
+    for s in mine:
+        if s.get("prev_held"):
+            out += [{"path": p, "source": s["name"], "from_state": True}
+                    for p in filehook.parquet_files(s["prev_held"])]
+    return out
+
+
+def resolve(spark, ev, manifest: dict, work: Path, files: SourceFiles | None = None,
+            run_dir: Path | None = None, unique: bool = False):
     """Apply the formats' ``resolve_transactions`` hooks; the rows they may change (all of a
     format's rows, or those in its ``resolve_scope``) are written once (``ordering/resolved``)
-    and read back, so no later query recomputes them; the others are read as decoded."""
+    and read back, so no later query recomputes them; the others are read as decoded.
+
+    A format with a hook on files (``filehook``) runs it instead when its rows are read as
+    the decode wrote them (``run_dir`` with the decode's record, and ``unique``: no repeated
+    position was marked): the same rows, written by Python tasks into the same folder."""
     from pyspark.sql import functions as F
 
     hooks = format_hooks({s["format"] for s in manifest["sources"]})
     if not hooks:
         return ev
-    path = str(work / "resolved")
+    path = work / "resolved"
+    by_files = {}
+    if run_dir is not None and unique:
+        for fmt in hooks:
+            if filehook.table_hook(fmt) is not None:
+                inputs = _file_inputs(manifest, run_dir, fmt)
+                if inputs is not None:
+                    by_files[fmt] = inputs
     changed = hooked_rows(hooks)
     plain = ev.drop(FID, ROW)
-    _write(apply_hooks(plain.filter(F.col("format").isin(*hooks)), hooks).filter(changed), path)
+    on_frames = {f: h for f, h in hooks.items() if f not in by_files}
+    if on_frames:
+        _write(apply_hooks(plain.filter(F.col("format").isin(*on_frames)), on_frames)
+               .filter(hooked_rows(on_frames)), str(path))
+    else:
+        _fresh(path)
+    for fmt, inputs in sorted(by_files.items()):
+        rows = sum(filehook.parquet_rows(x["path"]) for x in inputs)
+        try:
+            filehook.run(spark, fmt, inputs, path, work, rows)
+        except filehook.TooBig as exc:
+            # one key with very many rows: the DataFrame hook, whose sort spills
+            log.warning("%s; running the DataFrame hook instead", exc)
+            for p in path.glob(f"part-{fmt}-*.parquet"):
+                p.unlink()
+            extra = work / f"resolved-{fmt}"
+            _write(apply_hooks(plain.filter(F.col("format") == fmt), {fmt: hooks[fmt]})
+                   .filter(hooked_rows({fmt: hooks[fmt]})), str(extra))
+            for p in filehook.parquet_files(extra):
+                os.replace(p, path / f"part-{fmt}-{Path(p).name}")
+            shutil.rmtree(extra)
     return ev.filter(~changed).unionByName(
-        _tagged(files, spark.read.schema(plain.schema).parquet(path), path))
+        _tagged(files, spark.read.schema(plain.schema).parquet(str(path)), path))
+
+
+def _fresh(path: Path) -> None:
+    """``path`` as an empty folder (a rerun replaces what it held)."""
+    if path.exists():
+        shutil.rmtree(path)
+    path.mkdir(parents=True)
 
 
 def write_segments(spark, ev, manifest: dict, work: Path, files: SourceFiles | None = None):
@@ -188,8 +256,9 @@ def order_stage(spark, manifest: dict, run_dir: Path) -> dict:
     # them from the decoded Parquet again, only the columns it needs (no cache of the wide
     # rows; a night with many repeated positions keeps its marked rows, see accounting)
     files = SourceFiles()
-    read = read_events(spark, manifest, run_dir, files)
-    ev = resolve(spark, read, manifest, work, files)
+    unique = positions_unique(manifest, run_dir)
+    read = read_events(spark, manifest, run_dir, files, unique)
+    ev = resolve(spark, read, manifest, work, files, run_dir, unique)
     groups = write_segments(spark, ev, manifest, work, files)
     n_rows = event_rows(manifest, run_dir)
     trx_counts, n_trx = write_trx_counts(spark, ev, groups, work, n_rows)

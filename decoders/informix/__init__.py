@@ -44,7 +44,8 @@ def archive_sort_key(name: str) -> tuple[int, str]:
 _LAZY = {'position': 'decoder', 'trx_id_of': 'decoder', 'uniqid_of': 'decoder', 'decode': 'decoder',
          'decode_records': 'decoder', 'Synth': 'synth'}
 if RESOLVE == "ordering":
-    _LAZY.update(split='decoder', resolve_transactions='resolve')
+    _LAZY.update(split='decoder', resolve_transactions='resolve', resolve_table='resolve',
+                 RESOLVE_KEY='resolve')
 
 
 def __getattr__(name: str):

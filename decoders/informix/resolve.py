@@ -629,6 +629,72 @@ def resolve_transactions(events):
     return resolved.select(*[cleared[c].alias(c) if c in cleared else F.col(c) for c in columns])
 
 
+RESOLVE_KEY = "xid"     # the hook on files (``resolve_table``): rows grouped by (source, xid)
+
+
+def _cleared(table):
+    """The hook's last projection (``resolve_transactions``) in Arrow: the record facts
+    cleared (``xid`` kept on open-transaction state rows only), ``flag`` without the
+    unknown-table mark."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    kind, rule, flag = table.column("kind"), table.column("rule"), table.column("flag")
+    state = pc.fill_null(pc.and_(pc.equal(kind, "control"), pc.equal(rule, STATE_RULE)), False)
+    xid = table.column("xid")
+    cols = {"xid": pc.if_else(state, xid, pa.scalar(None, xid.type)),
+            "link": pa.nulls(table.num_rows, table.schema.field("link").type),
+            "record_type": pa.nulls(table.num_rows, table.schema.field("record_type").type),
+            "flag": pc.if_else(pc.fill_null(pc.not_equal(flag, UNKNOWN_TABLE_FLAG), False), flag,
+                               pa.scalar(None, flag.type))}
+    for name, values in cols.items():
+        table = table.set_column(table.schema.get_field_index(name), name, values)
+    return table
+
+
+def resolve_table(table, files=(), chunk_rows: int = 65536):
+    """The hook on an Arrow table holding every row of each (source, xid) it has (and the
+    rows of no xid it is given): ``resolve_transactions``' rows, as record batches of
+    ``table``'s schema. The ordering job's hook on files (``dblog.ordering.filehook``) groups
+    the night's Parquet files into such tables by a hash of (source, ``RESOLVE_KEY``), so
+    that no row passes through the JVM. ``table`` lacks ``seg_data`` when ``files`` are given:
+    quarantined rows take their raw bytes from those files (as ``resolve_transactions``)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    xid = table.column("xid")
+    has = pc.is_valid(xid)
+    rest = table.filter(pc.invert(has))
+    if rest.num_rows:
+        yield from _cleared(rest).to_batches(max_chunksize=chunk_rows)
+    todo = table.filter(has)
+    del table
+    if not todo.num_rows:
+        return
+    # the stream's order (``resolve_transactions``): source, xid, the file's uniqid, the
+    # record, the state rows last; the uniqid from each distinct archive name, not per row
+    arch = todo.column("archive_file").combine_chunks().dictionary_encode()
+    # (a uniqid past a long, or no archive name, is -1: Spark's cast gives null there)
+    uniq = np.array([u if u < 2 ** 63 else -1 for u in map(uniqid_of_archive,
+                                                           arch.dictionary.to_pylist())] + [-1],
+                    np.int64)
+    codes = arch.indices.fill_null(len(arch.dictionary)).to_numpy(zero_copy_only=False)
+    state = pc.fill_null(pc.and_(pc.equal(todo.column("kind"), "control"),
+                                 pc.equal(todo.column("rule"), STATE_RULE)), False)
+    keyed = pa.table({"source": todo.column("source"), "xid": todo.column("xid"),
+                      "_u": uniq[codes], "record_index": todo.column("record_index"),
+                      "_s": pc.cast(state, pa.int8())})
+    keys = [(name, "ascending", "at_start") for name in keyed.column_names]  # Spark's order
+    if pc.count_distinct(keyed.column("source"), mode="all").as_py() <= 1:
+        keys = keys[1:]          # one source (the usual table): no string comparisons
+    order = pc.sort_indices(keyed, keys)
+    del keyed
+    todo = todo.take(order)
+    for b in _resolve_partition(todo.to_batches(max_chunksize=chunk_rows), files):
+        yield from _cleared(pa.Table.from_batches([b])).to_batches()
+
+
 # ----------------------------------------------------------------- one file at a time
 
 def held_after(rows: list[dict]) -> list[dict]:

@@ -1,0 +1,291 @@
+"""A format's hook on files: its rows grouped by a key in Python tasks, never through the JVM.
+
+A format whose ``resolve_transactions`` needs every row of a key together (Informix: a
+source's records of one xid) may also export
+
+    RESOLVE_KEY = "<column>"                 # an integer column
+    resolve_table(table, files) -> Iterator[pa.RecordBatch]
+
+the same hook on an Arrow table that holds every row of each (source, key) in it, and the
+rows whose key is null (``files``: the Parquet files the rows were read from; the table has
+no ``seg_data``). When the night's rows of such a format are in local Parquet files as the
+decode wrote them (``decode_units.json``; and no repeated position had to be marked), the
+ordering runs this instead of the DataFrame hook: the same rows, without the scan into
+Spark rows, the exchange, the sort and the Arrow conversions both ways that made the
+DataFrame hook most of the Informix ordering (docs/BENCHMARK.md, "Twentieth session").
+
+Two Spark jobs of Python tasks, one small row back per task (as the decode,
+``decode.units_frame``):
+
+1. *split*: one task per input file (a decode unit's events, a held-state file) reads it a
+   batch at a time (every column but ``seg_data``) and appends each batch's rows to one
+   Arrow IPC file (LZ4), grouped by bucket: ``hash(source) + key`` modulo the number of
+   buckets; rows of a null key go to the bucket of the task's number. It returns, per
+   bucket, the indexes of its record batches and their rows.
+2. *resolve*: one task per bucket reads its batches from every split file (random access
+   into the IPC files), hands them to ``resolve_table`` and writes its output as one Parquet
+   file into the resolved folder (a hidden name, renamed when whole: a retried task
+   replaces it with the same rows).
+
+Memory: a split task holds one batch; a resolve task holds its bucket, which the bucket
+count (``bucket_count``: at most ``BUCKET_ROWS`` rows each, one per core when each gets
+``MIN_BUCKET_ROWS``) bounds, unless one key has very many rows: when the split finds a
+bucket of more than ``MAX_BUCKET_ROWS``, the ordering runs the DataFrame hook instead
+(Spark's sort spills) and says so in the log.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import shutil
+import zlib
+from pathlib import Path
+from typing import Iterator
+
+import pyarrow as pa
+
+from decoders import get as get_format
+from decoders.events import EVENT_SCHEMA
+
+KEY = "RESOLVE_KEY"
+TABLE_HOOK = "resolve_table"
+BUCKET_ROWS = 500_000        # rows a resolve task holds at most (sizes the bucket count)
+MIN_BUCKET_ROWS = 100_000    # rows below which a night has fewer buckets than cores
+MAX_BUCKET_ROWS = 4_000_000  # a bucket bigger than this (one huge key): the DataFrame hook
+BATCH_ROWS = 65_536          # rows a split task reads at a time
+SPLIT_SCHEMA = "task INT, rows BIGINT, batches STRING"
+RESOLVED_SCHEMA = "bucket INT, rows BIGINT"
+STREAM_SCHEMA = pa.schema([f for f in EVENT_SCHEMA if f.name != "seg_data"]
+                          + [pa.field("from_state", pa.bool_())])
+OUT_SCHEMA = EVENT_SCHEMA.append(pa.field("from_state", pa.bool_()))
+
+log = logging.getLogger(__name__)
+
+
+class TooBig(RuntimeError):
+    """A bucket holds more than ``MAX_BUCKET_ROWS`` rows."""
+
+
+def table_hook(fmt: str):
+    """(key column, ``resolve_table``) of a format that exports both, else None."""
+    pkg = get_format(fmt)
+    key = getattr(pkg, KEY, None)
+    fn = getattr(pkg, TABLE_HOOK, None)
+    return None if key is None or fn is None else (key, fn)
+
+
+def bucket_count(rows: int, cores: int) -> int:
+    """Buckets for about ``rows`` rows: at most ``BUCKET_ROWS`` each, one per core when each
+    gets ``MIN_BUCKET_ROWS``."""
+    return max(1, min(cores, math.ceil(rows / MIN_BUCKET_ROWS)), math.ceil(rows / BUCKET_ROWS))
+
+
+def buckets_of(batch: pa.RecordBatch, key: str, n: int, rest: int):
+    """Each row's bucket (numpy int64): (crc32 of its source + its key) modulo ``n``; a row
+    of no key (or no source) goes to bucket ``rest``."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    src = batch.column("source")
+    enc = src.dictionary_encode() if not pa.types.is_dictionary(src.type) else src
+    salt = np.array([zlib.crc32(s.encode("utf-8")) % n if s is not None else 0
+                     for s in enc.dictionary.to_pylist()] + [0], np.int64)
+    codes = enc.indices.fill_null(len(enc.dictionary)).to_numpy(zero_copy_only=False)
+    values = batch.column(key)
+    valid = pc.and_(pc.is_valid(values), pc.is_valid(src)).to_numpy(zero_copy_only=False)
+    k = pc.fill_null(values, 0).cast(pa.int64()).to_numpy(zero_copy_only=False)
+    return np.where(valid, (k % n + salt[codes]) % n, rest % n)
+
+
+def _conform(batch: pa.RecordBatch, source: str | None, from_state: bool) -> pa.RecordBatch:
+    """A batch read from an events or held-state file -> ``STREAM_SCHEMA`` (a held file has no
+    ``source`` column: its folder is the source's)."""
+    n = batch.num_rows
+    cols = []
+    for f in STREAM_SCHEMA:
+        if f.name == "from_state":
+            cols.append(pa.array([from_state] * n, pa.bool_()))
+        elif f.name == "source" and source is not None:
+            cols.append(pa.array([source] * n, pa.string()))
+        elif f.name in batch.schema.names:
+            col = batch.column(f.name)
+            cols.append(col if col.type == f.type else col.cast(f.type))
+        else:
+            cols.append(pa.nulls(n, f.type))
+    return pa.RecordBatch.from_arrays(cols, schema=STREAM_SCHEMA)
+
+
+def _atomic(path: str) -> str:
+    """A hidden temporary name beside ``path`` (renamed to it when whole)."""
+    d, name = os.path.split(path)
+    return os.path.join(d, f".{name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+
+
+def split_file(spec: dict) -> tuple[int, dict]:
+    """Split task: ``spec`` (path, source, from_state, key, buckets, task, out) -> (rows,
+    {bucket: [[batch index, rows], ...]}) of the IPC file ``<out>/<task>.arrow``."""
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    n, task, key = int(spec["buckets"]), int(spec["task"]), spec["key"]
+    final = os.path.join(spec["out"], f"{task:05d}.arrow")
+    tmp = _atomic(final)
+    where: dict[int, list] = {}
+    rows = index = 0
+    try:
+        pf = pq.ParquetFile(spec["path"])
+        cols = [c for c in pf.schema_arrow.names if c in STREAM_SCHEMA.names]
+        opts = pa.ipc.IpcWriteOptions(compression="lz4")
+        with pa.OSFile(tmp, "wb") as sink, pa.ipc.new_file(sink, STREAM_SCHEMA, options=opts) as w:
+            for batch in pf.iter_batches(batch_size=BATCH_ROWS, columns=cols):
+                batch = _conform(batch, spec.get("source"), bool(spec["from_state"]))
+                b = buckets_of(batch, key, n, task)
+                order = np.argsort(b, kind="stable")
+                bs = b[order]
+                batch = batch.take(pa.array(order))
+                cuts = np.flatnonzero(np.diff(bs)) + 1
+                for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, len(bs)]):
+                    if hi > lo:
+                        w.write_batch(batch.slice(int(lo), int(hi - lo)))
+                        where.setdefault(int(bs[lo]), []).append([index, int(hi - lo)])
+                        index += 1
+                rows += batch.num_rows
+        os.replace(tmp, final)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return rows, where
+
+
+def resolve_bucket(spec: dict) -> int:
+    """Resolve task: ``spec`` (format, bucket, parts: [[IPC file, [batch indexes]], ...],
+    files, out) -> rows written to ``<out>/part-<format>-<bucket>.parquet``."""
+    import pyarrow.parquet as pq
+
+    from decoders.events import EVENT_COLUMNS
+
+    from ..decode import PARQUET_OPTIONS
+
+    batches = []
+    for path, indexes in spec["parts"]:
+        with pa.memory_map(path) as src:
+            reader = pa.ipc.open_file(src)
+            batches.extend(reader.get_batch(i) for i in indexes)
+    table = pa.Table.from_batches(batches, schema=STREAM_SCHEMA)
+    del batches
+    _, fn = table_hook(spec["format"])
+    final = os.path.join(spec["out"], f"part-{spec['format']}-{int(spec['bucket']):05d}.parquet")
+    tmp = _atomic(final)
+    rows = 0
+    options = {**PARQUET_OPTIONS,
+               "write_statistics": [*PARQUET_OPTIONS["write_statistics"], "from_state"]}
+    try:
+        with pq.ParquetWriter(tmp, OUT_SCHEMA, **options) as writer:
+            for b in fn(table, tuple(spec["files"])):
+                if b.num_rows:
+                    seg = pa.nulls(b.num_rows, OUT_SCHEMA.field("seg_data").type)
+                    cols = [seg if name == "seg_data" else b.column(name)
+                            for name in [*EVENT_COLUMNS, "from_state"]]
+                    writer.write_batch(pa.RecordBatch.from_arrays(cols, schema=OUT_SCHEMA))
+                    rows += b.num_rows
+        os.replace(tmp, final)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return rows
+
+
+def _tasks(run):
+    """mapInArrow over ``units_frame`` rows: ``run(spec dict)`` -> a tuple of the result
+    row's values after the unit id."""
+    def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for uid, payload in zip(batch.column("unit_id").to_pylist(),
+                                    batch.column("payload").to_pylist()):
+                yield uid, run(json.loads(payload))
+    return fn
+
+
+def _split_job(batches):
+    for uid, (rows, where) in _tasks(split_file)(batches):
+        yield pa.record_batch([pa.array([uid], pa.int32()), pa.array([rows], pa.int64()),
+                               pa.array([json.dumps(where)])], names=["task", "rows", "batches"])
+
+
+def _resolve_job(batches):
+    for uid, rows in _tasks(resolve_bucket)(batches):
+        yield pa.record_batch([pa.array([uid], pa.int32()), pa.array([rows], pa.int64())],
+                              names=["bucket", "rows"])
+
+
+def parquet_rows(path: str | Path) -> int:
+    """Rows of one Parquet file, from its footer."""
+    import pyarrow.parquet as pq
+
+    return pq.ParquetFile(path).metadata.num_rows
+
+
+def parquet_files(folder: str | Path) -> list[str]:
+    """The Parquet files under ``folder`` (any depth), hidden names and ``_`` files left out."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    return sorted(str(p) for p in folder.rglob("*.parquet")
+                  if p.is_file() and not any(part.startswith((".", "_"))
+                                             for part in p.relative_to(folder).parts))
+
+
+def run(spark, fmt: str, inputs: list[dict], out_dir: Path, work: Path, rows: int) -> int:
+    """The hook of ``fmt`` on files: ``inputs`` (path, source or None, from_state), about
+    ``rows`` rows in all -> Parquet files of ``OUT_SCHEMA`` in ``out_dir``; returns the rows
+    written. Raises ``TooBig`` (nothing written to ``out_dir``) when a bucket is too big."""
+    from ..decode import units_frame
+
+    key, _ = table_hook(fmt)
+    cores = int(spark.sparkContext.defaultParallelism)
+    n = bucket_count(rows, cores)
+    tmp = Path(work) / f"buckets-{fmt}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    sc = spark.sparkContext
+    try:
+        specs = [{**x, "key": key, "buckets": n, "task": i, "out": str(tmp)}
+                 for i, x in enumerate(inputs)]
+        sc.setJobDescription(f"hook {fmt}: split {len(specs)} files into {n} buckets")
+        split = units_frame(spark, [(i, json.dumps(s)) for i, s in enumerate(specs)]) \
+            .mapInArrow(_split_job, SPLIT_SCHEMA).collect()
+        if {r["task"] for r in split} != set(range(len(specs))):
+            raise RuntimeError(f"hook {fmt}: split tasks {sorted(r['task'] for r in split)} "
+                               f"of {len(specs)} files")
+        parts: dict[int, list] = {b: [] for b in range(n)}
+        sizes = [0] * n
+        for r in split:
+            for b, pieces in json.loads(r["batches"]).items():
+                parts[int(b)].append([str(tmp / f"{r['task']:05d}.arrow"), [i for i, _ in pieces]])
+                sizes[int(b)] += sum(k for _, k in pieces)
+        if max(sizes, default=0) > MAX_BUCKET_ROWS:
+            raise TooBig(f"hook {fmt}: a bucket of {max(sizes)} rows (more than "
+                         f"{MAX_BUCKET_ROWS}): one {key} has too many rows to resolve in memory")
+        files = sorted({x["path"] for x in inputs})
+        jobs = [{"format": fmt, "bucket": b, "parts": parts[b], "files": files, "out": str(out_dir)}
+                for b in sorted(range(n), key=lambda b: -sizes[b]) if sizes[b]]
+        if not jobs:
+            return 0
+        sc.setJobDescription(f"hook {fmt}: resolve {len(jobs)} buckets")
+        done = units_frame(spark, [(j["bucket"], json.dumps(j)) for j in jobs]) \
+            .mapInArrow(_resolve_job, RESOLVED_SCHEMA).collect()
+        if {r["bucket"] for r in done} != {j["bucket"] for j in jobs}:
+            raise RuntimeError(f"hook {fmt}: resolve tasks {sorted(r['bucket'] for r in done)} "
+                               f"of buckets {sorted(j['bucket'] for j in jobs)}")
+        return sum(int(r["rows"]) for r in done)
+    finally:
+        sc.setJobDescription(None)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+__all__ = ["OUT_SCHEMA", "STREAM_SCHEMA", "TooBig", "bucket_count", "buckets_of",
+           "parquet_files", "parquet_rows", "resolve_bucket", "run", "split_file", "table_hook"]
