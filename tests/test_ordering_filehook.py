@@ -47,8 +47,11 @@ def test_bucket_count_follows_the_rows_and_the_cores():
     assert filehook.bucket_count(0, 2) == 1
     assert filehook.bucket_count(150_000, 2) == 2        # one per core once each gets 100k
     assert filehook.bucket_count(150_000, 8) == 2
-    assert filehook.bucket_count(2_476_380, 2) == 5      # at most 500k rows each
+    assert filehook.bucket_count(2_476_380, 2) == 6      # at most 500k rows each, 2 per round
+    assert filehook.bucket_count(2_476_380, 1) == 5
+    assert filehook.bucket_count(2_476_380, 8) == 8
     assert filehook.bucket_count(25_000_000, 2) == 50
+    assert filehook.bucket_count(25_000_000, 3) == 51
 
 
 def test_a_key_goes_to_one_bucket_in_any_batch_and_rows_without_one_to_the_rest():

@@ -28,10 +28,10 @@ Two Spark jobs of Python tasks, one small row back per task (as the decode,
    replaces it with the same rows).
 
 Memory: a split task holds one batch; a resolve task holds its bucket, which the bucket
-count (``bucket_count``: at most ``BUCKET_ROWS`` rows each, one per core when each gets
-``MIN_BUCKET_ROWS``) bounds, unless one key has very many rows: when the split finds a
-bucket of more than ``MAX_BUCKET_ROWS``, the ordering runs the DataFrame hook instead
-(Spark's sort spills) and says so in the log.
+count bounds (``bucket_count``: at most ``BUCKET_ROWS`` rows each, one per core when each
+gets ``MIN_BUCKET_ROWS``, a multiple of the cores), unless one key has very many rows: when
+the split finds a bucket of more than ``MAX_BUCKET_ROWS``, the ordering runs the DataFrame
+hook instead (Spark's sort spills) and says so in the log.
 """
 
 from __future__ import annotations
@@ -79,8 +79,10 @@ def table_hook(fmt: str):
 
 def bucket_count(rows: int, cores: int) -> int:
     """Buckets for about ``rows`` rows: at most ``BUCKET_ROWS`` each, one per core when each
-    gets ``MIN_BUCKET_ROWS``."""
-    return max(1, min(cores, math.ceil(rows / MIN_BUCKET_ROWS)), math.ceil(rows / BUCKET_ROWS))
+    gets ``MIN_BUCKET_ROWS``; more than the cores: a multiple of them (equal buckets end
+    together: 5 on 2 cores would leave one core idle for the fifth)."""
+    n = max(1, min(cores, math.ceil(rows / MIN_BUCKET_ROWS)), math.ceil(rows / BUCKET_ROWS))
+    return n if n <= cores else math.ceil(n / cores) * cores
 
 
 def buckets_of(batch: pa.RecordBatch, key: str, n: int, rest: int):

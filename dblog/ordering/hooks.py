@@ -15,6 +15,10 @@ a predicate on columns the hook never changes that holds for every row it may ch
 for the rows it returns in their place): the rows outside it pass the hook unchanged, and
 the ordering job reads them from the decoded events instead of writing them again
 (Db2 LUW changes only its v10 undo rows; Informix assigns every record, no scope).
+
+A hook that needs every row of a key together may also export ``RESOLVE_KEY`` and
+``resolve_table``: the ordering then runs it on the decoded files in Python tasks
+(``filehook``), with the same rows, when the night is read as the decode wrote it.
 """
 
 from __future__ import annotations
