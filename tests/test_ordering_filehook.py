@@ -144,16 +144,32 @@ def test_a_bucket_too_big_stops_the_file_hook_before_it_writes(spark, tmp_path, 
     assert not list(out.iterdir()) and not list((tmp_path / "work").iterdir())
 
 
+def test_the_file_hook_needs_the_decodes_record_of_its_units(tmp_path):
+    from dblog.decode import UNITS_FILE
+    from dblog.ordering import stage
+
+    manifest = {"sources": [{"name": "a", "format": "informix"}, {"name": "b", "format": "rdb"}]}
+    assert stage._file_inputs(manifest, tmp_path, "informix") is None
+    (tmp_path / UNITS_FILE).write_text('{"units": [{"source": "a", "file": "part-00000.parquet"},'
+                                       ' {"source": "b", "file": "part-00001.parquet"}]}')
+    assert stage._file_inputs(manifest, tmp_path, "informix") == [
+        {"path": str(tmp_path / "events" / "part-00000.parquet"), "source": None,
+         "from_state": False}]
+    (tmp_path / UNITS_FILE).write_text('{"units": [{"source": "a"}]}')
+    assert stage._file_inputs(manifest, tmp_path, "informix") is None
+
+
 @pytest.mark.spark
 def test_dblog_run_publishes_the_same_with_the_file_hook_and_the_dataframe_hook(
         spark, tmp_path, monkeypatch):
-    """Two Informix nights (transactions open across them, a damaged record): the
-    published datasets and the held state with the file hook equal those with the DataFrame
-    hook (the ordering falls back to it without the decode's record of its units, and when
-    a bucket is too big)."""
+    """Two Informix nights (transactions open across them, a damaged record): the published
+    datasets and the held state with the file hook equal those with the DataFrame hook,
+    which the ordering runs when a repeated position was marked in the events (``marked``:
+    the hook must see the marks) and when a bucket is too big. When the decode could not
+    prove that no position repeats, the search runs and, finding none, the file hook is
+    still tried (``searched``)."""
     from chispa import assert_df_equality
 
-    from dblog.decode import UNITS_FILE
     from dblog.ordering import stage
     from tests.conftest import write_config
     from tests.test_pipeline import run, synth
@@ -162,7 +178,7 @@ def test_dblog_run_publishes_the_same_with_the_file_hook_and_the_dataframe_hook(
                                       "timezone": "America/Chicago"}])
     dates = ["2026-11-05", "2026-11-06"]
     calls = []
-    real_run, real_resolve = filehook.run, stage.resolve
+    real_run = filehook.run
 
     def counted(*a, **k):
         calls.append(a[1])
@@ -170,7 +186,7 @@ def test_dblog_run_publishes_the_same_with_the_file_hook_and_the_dataframe_hook(
 
     monkeypatch.setattr(filehook, "run", counted)
     roots = {}
-    for how in ("files", "frames", "too_big"):
+    for how in ("files", "marked", "searched"):
         root = roots[how] = tmp_path / how
         synth(config, root, dates[0], days=2, trx=60, seed=6)
         night = root / "landing" / "wms_informix" / dates[1]
@@ -179,32 +195,31 @@ def test_dblog_run_publishes_the_same_with_the_file_hook_and_the_dataframe_hook(
         data[len(data) // 2] = ord("#")
         archive.write_bytes(bytes(data))
 
-    def no_units(spark_, ev, manifest, work, files=None, run_dir=None, unique=False):
-        if run_dir is not None:
-            (run_dir / UNITS_FILE).unlink(missing_ok=True)
-        return real_resolve(spark_, ev, manifest, work, files, run_dir, unique)
+    def marked(spark_, ev, manifest, unique=False):
+        return ev.select("*")          # another frame: as when rows were marked
 
     for how, root in roots.items():
         with monkeypatch.context() as m:
-            if how == "frames":
-                m.setattr(stage, "resolve", no_units)
-            if how == "too_big":
+            if how == "marked":
+                m.setattr(stage, "quarantine_duplicate_positions", marked)
+            if how == "searched":
+                m.setattr(stage, "positions_unique", lambda manifest, run_dir: False)
                 m.setattr(filehook, "MAX_BUCKET_ROWS", 10)
             before = len(calls)
             for d in dates:
                 assert run(config, root, d) == 0
-            assert len(calls) - before == (0 if how == "frames" else 2)
+            assert len(calls) - before == (0 if how == "marked" else 2)
     for ds in ("changes", "transactions", "audit", "quarantine"):
         frames = {how: spark.read.parquet(str(root / "published" / ds)).drop("run_id")
                   for how, root in roots.items()}
         assert frames["files"].count() > 0
-        assert_df_equality(frames["files"], frames["frames"], ignore_row_order=True,
+        assert_df_equality(frames["files"], frames["marked"], ignore_row_order=True,
                            ignore_column_order=True)
-        assert_df_equality(frames["files"], frames["too_big"], ignore_row_order=True,
+        assert_df_equality(frames["files"], frames["searched"], ignore_row_order=True,
                            ignore_column_order=True)
     for d in dates:
         held = {how: sorted(map(str, pq.ParquetDataset(
-            str(root / "published" / "state" / "wms_informix" / d / "held")).read()
-            .drop_columns([]).to_pylist())) for how, root in roots.items()}
-        assert held["files"] == held["frames"] == held["too_big"]
+            str(root / "published" / "state" / "wms_informix" / d / "held")).read().to_pylist()))
+            for how, root in roots.items()}
+        assert held["files"] == held["marked"] == held["searched"]
     assert held["files"], "the generator leaves transactions open"

@@ -81,11 +81,17 @@ def _tagged(files: SourceFiles | None, df, folder):
     return df if files is None else files.tag(df, folder)
 
 
-def read_events(spark, manifest: dict, run_dir: Path, files: SourceFiles | None = None,
-                unique: bool | None = None):
-    """The night's events plus the rows held from earlier nights (``from_state``); with
-    ``files``, each row tagged with its file and row index (``wide``). ``unique``: whether
-    the decode proved that no position repeats (``positions_unique``; None: look it up)."""
+def read_events(spark, manifest: dict, run_dir: Path, files: SourceFiles | None = None):
+    """The night's events plus the rows held from earlier nights (``from_state``), repeated
+    positions marked; with ``files``, each row tagged with its file and row index (``wide``)."""
+    return quarantine_duplicate_positions(spark, read_decoded(spark, manifest, run_dir, files),
+                                          manifest, positions_unique(manifest, run_dir))
+
+
+def read_decoded(spark, manifest: dict, run_dir: Path, files: SourceFiles | None = None):
+    """The night's events plus the rows held from earlier nights (``from_state``), as the
+    decode and the held-state step wrote them (``read_events`` without the search for
+    repeated positions)."""
     from pyspark.sql import functions as F
 
     schema = spark_event_schema()
@@ -98,9 +104,7 @@ def read_events(spark, manifest: dict, run_dir: Path, files: SourceFiles | None 
             old = _tagged(files, spark.read.schema(schema).parquet(s["prev_held"]), s["prev_held"]) \
                 .withColumn("source", F.lit(s["name"])).withColumn("from_state", F.lit(True))
             ev = ev.unionByName(old)
-    if unique is None:
-        unique = positions_unique(manifest, run_dir)
-    return quarantine_duplicate_positions(spark, ev, manifest, unique)
+    return ev
 
 
 def _file_inputs(manifest: dict, run_dir: Path, fmt: str) -> list[dict] | None:
@@ -123,14 +127,15 @@ def _file_inputs(manifest: dict, run_dir: Path, fmt: str) -> list[dict] | None:
 
 
 def resolve(spark, ev, manifest: dict, work: Path, files: SourceFiles | None = None,
-            run_dir: Path | None = None, unique: bool = False):
+            run_dir: Path | None = None, as_decoded: bool = False):
     """Apply the formats' ``resolve_transactions`` hooks; the rows they may change (all of a
     format's rows, or those in its ``resolve_scope``) are written once (``ordering/resolved``)
     and read back, so no later query recomputes them; the others are read as decoded.
 
     A format with a hook on files (``filehook``) runs it instead when its rows are read as
-    the decode wrote them (``run_dir`` with the decode's record, and ``unique``: no repeated
-    position was marked): the same rows, written by Python tasks into the same folder."""
+    the decode wrote them (``run_dir`` with the decode's record, and ``as_decoded``: no
+    repeated position was marked in ``ev``): the same rows, written by Python tasks into
+    the same folder."""
     from pyspark.sql import functions as F
 
     hooks = format_hooks({s["format"] for s in manifest["sources"]})
@@ -138,7 +143,7 @@ def resolve(spark, ev, manifest: dict, work: Path, files: SourceFiles | None = N
         return ev
     path = work / "resolved"
     by_files = {}
-    if run_dir is not None and unique:
+    if run_dir is not None and as_decoded:
         for fmt in hooks:
             if filehook.table_hook(fmt) is not None:
                 inputs = _file_inputs(manifest, run_dir, fmt)
@@ -256,9 +261,11 @@ def order_stage(spark, manifest: dict, run_dir: Path) -> dict:
     # them from the decoded Parquet again, only the columns it needs (no cache of the wide
     # rows; a night with many repeated positions keeps its marked rows, see accounting)
     files = SourceFiles()
-    unique = positions_unique(manifest, run_dir)
-    read = read_events(spark, manifest, run_dir, files, unique)
-    ev = resolve(spark, read, manifest, work, files, run_dir, unique)
+    decoded = read_decoded(spark, manifest, run_dir, files)
+    read = quarantine_duplicate_positions(spark, decoded, manifest,
+                                          positions_unique(manifest, run_dir))
+    # (no repeated position marked: the same frame; the hooks on files may read the files)
+    ev = resolve(spark, read, manifest, work, files, run_dir, as_decoded=read is decoded)
     groups = write_segments(spark, ev, manifest, work, files)
     n_rows = event_rows(manifest, run_dir)
     trx_counts, n_trx = write_trx_counts(spark, ev, groups, work, n_rows)
@@ -371,4 +378,5 @@ def load_summary(run_dir: Path) -> dict:
     return json.loads((Path(run_dir) / SUMMARY).read_text())
 
 
-__all__ = ["order_stage", "load_summary", "read_events", "EVENT_COLUMNS", "QUARANTINED"]
+__all__ = ["order_stage", "load_summary", "read_decoded", "read_events", "EVENT_COLUMNS",
+           "QUARANTINED"]
