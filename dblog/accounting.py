@@ -158,52 +158,74 @@ def units_record(run_dir: Path) -> list[dict] | None:
     return units
 
 
-def positions_unique(manifest: dict, run_dir: Path) -> bool:
-    """True when the decode proves that no record position repeats in any source's night,
-    so that ``quarantine_duplicate_positions`` need not look (a job over every row): every
-    work unit's (position, seg_num) keys rise strictly (``decode.PositionRun``), the key
-    ranges of a source's units do not overlap, and none overlaps the positions of the rows
-    held from earlier nights (their Parquet statistics). Anything else (no record of the
-    decode, a unit whose keys do not rise, a held file without statistics): False, and the
-    search runs as before."""
+def unique_sources(manifest: dict, run_dir: Path) -> set[str]:
+    """The sources whose night the decode proves repeats no record position, so that
+    ``quarantine_duplicate_positions`` need not look at their rows: every work unit of the
+    source has (position, seg_num) keys that rise strictly (``decode.PositionRun``), the key
+    ranges of its units do not overlap, and none overlaps the positions of its rows held
+    from earlier nights (their Parquet statistics). A repeat is one within a source's night,
+    so each source is proved on its own (a Log Master source, whose records are grouped by
+    unit of recovery, never rises, and used to send every source's rows to the search).
+    No record of the decode: no source."""
     units = units_record(run_dir)
     if units is None:
-        return False
+        return set()
     runs: dict[str, list] = {}
+    falling: set[str] = set()
     for u in units:
         p = u.get("positions") or {}
         if not p.get("rising"):
-            return False
-        if p.get("first") is not None:
+            falling.add(u["source"])
+        elif p.get("first") is not None:
             runs.setdefault(u["source"], []).append((tuple(p["first"]), tuple(p["last"])))
+    out = set()
     for s in manifest["sources"]:
+        if s["name"] in falling:
+            continue
         ranges = sorted(runs.get(s["name"], []))
         if any(not a[1] < b[0] for a, b in zip(ranges, ranges[1:])):
-            return False
+            continue
         if s.get("prev_held") and ranges:
             held = _held_range(s["prev_held"])
             if held is None:
-                return False
+                continue
             if held != NO_POSITIONS and any(not (last[0] < held[0] or first[0] > held[1])
                                         for first, last in ranges):
-                return False
-    return True
+                continue
+        out.add(s["name"])
+    return out
 
 
-def quarantine_duplicate_positions(spark, ev, manifest: dict, unique: bool = False):
+def positions_unique(manifest: dict, run_dir: Path) -> bool:
+    """True when the decode proves that no record position repeats in any source's night
+    (``unique_sources`` holds them all)."""
+    return unique_sources(manifest, run_dir) >= {s["name"] for s in manifest["sources"]}
+
+
+def quarantine_duplicate_positions(spark, ev, manifest: dict, unique: bool | set = False):
     """Events -> events: a record position met again in the same source's night (two archives
     that overlap, a record written twice) is quarantined (``duplicate_position``) wherever it
     comes after its first occurrence: rows carried from state first, then archive order, then
     offset. Only rows that take part in publishing are compared (changes, segments, begin,
     commit, abort, undo); ``skip`` and ``control`` rows publish nothing, and a format may
     write one per piece of a segmented record, all at the record's position. The pieces of
-    a segmented change share their record's position and are told apart by ``seg_num``."""
+    a segmented change share their record's position and are told apart by ``seg_num``.
+    ``unique``: True when the decode proved it for every source (nothing to look for), or
+    the set of sources it proved it for (``unique_sources``: their rows are not searched).
+    Returns ``ev`` itself when no row was marked."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    if unique:          # the decode proved it (``positions_unique``): nothing to look for
+    if isinstance(unique, (set, frozenset)):
+        proved = set(unique)
+        unique = proved >= {s["name"] for s in manifest["sources"]}
+    else:
+        proved = set()
+    if unique:          # the decode proved it: nothing to look for
         return ev
     candidate = F.col("position").isNotNull() & F.col("kind").isin(*POSITION_KINDS)
+    if proved:
+        candidate = candidate & ~F.col("source").isin(*sorted(proved))
     key = ["source", "position", "_sn"]
     sn = F.coalesce(F.col("seg_num"), F.lit(0))
     # positions met more than once: one narrow aggregation (it reads four columns), counted

@@ -338,8 +338,9 @@ class PositionRun:
     """The (position, seg_num) keys of a unit's rows of ``POSITION_KINDS``, as written:
     the first, the last, and whether every key is greater than the one before it. A unit
     whose keys rise strictly repeats none of them; units of one source whose key ranges do
-    not overlap share none (``accounting.positions_unique``), and the ordering then skips
-    its search for repeated positions. Arrow compute over each batch, no Python per row."""
+    not overlap share none (``accounting.unique_sources``), and the ordering then leaves
+    that source's rows out of its search for repeated positions. Arrow compute over each
+    batch, no Python per row."""
 
     def __init__(self) -> None:
         self.first: list | None = None

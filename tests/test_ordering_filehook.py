@@ -203,7 +203,7 @@ def test_dblog_run_publishes_the_same_with_the_file_hook_and_the_dataframe_hook(
             if how == "marked":
                 m.setattr(stage, "quarantine_duplicate_positions", marked)
             if how == "searched":
-                m.setattr(stage, "positions_unique", lambda manifest, run_dir: False)
+                m.setattr(stage, "unique_sources", lambda manifest, run_dir: set())
                 m.setattr(filehook, "MAX_BUCKET_ROWS", 10)
             before = len(calls)
             for d in dates:

@@ -559,6 +559,26 @@ def test_repeated_positions_quarantined_after_their_first_reading(spark, monkeyp
     ]
 
 
+def test_the_sources_the_decode_proved_are_not_searched(spark):
+    """A repeat is one within a source's night: with s2 proved (``unique_sources``), only
+    s1's rows are searched; all proved: the events as read."""
+    from dblog.accounting import quarantine_duplicate_positions
+
+    manifest = {"sources": [{"name": "s1", "archives": []}, {"name": "s2", "archives": []}]}
+    ev = events(spark, [
+        {"kind": "change", "trx_id": "1", "position": "0010", "record_offset": 1},
+        {"kind": "change", "trx_id": "1", "position": "0010", "record_offset": 2},
+        # (never so in a proved source: here to show that its rows are left alone)
+        {"kind": "change", "trx_id": "1", "position": "0010", "source": "s2", "record_offset": 1},
+        {"kind": "change", "trx_id": "1", "position": "0010", "source": "s2", "record_offset": 2},
+    ])
+    got = quarantine_duplicate_positions(spark, ev, manifest, {"s2"})
+    assert sorted((r["source"], r["record_offset"], r["kind"]) for r in got.collect()) == [
+        ("s1", 1, "change"), ("s1", 2, "quarantine"), ("s2", 1, "change"), ("s2", 2, "change")]
+    assert quarantine_duplicate_positions(spark, ev, manifest, {"s1", "s2"}) is ev
+    assert quarantine_duplicate_positions(spark, ev, manifest, True) is ev
+
+
 def test_no_repeated_positions_returns_the_events_as_read(spark):
     from dblog.accounting import quarantine_duplicate_positions
 

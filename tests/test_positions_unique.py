@@ -78,6 +78,22 @@ def test_units_prove_unique_positions_only_when_their_ranges_are_apart(tmp_path)
     assert accounting.positions_unique(manifest, tmp_path) is False
 
 
+def test_each_source_is_proved_on_its_own(tmp_path):
+    manifest = {"sources": [{"name": "a"}, {"name": "b"}, {"name": "c"}]}
+    assert accounting.unique_sources(manifest, tmp_path) == set()          # no record of the decode
+    units = [{"source": "a", "file": "part-00000.parquet", "positions": _rng("0010", "0019")},
+             {"source": "a", "file": "part-00001.parquet", "positions": _rng("0000", "0009")},
+             {"source": "b", "file": "part-00002.parquet", "positions": _rng("0000", "0009")},
+             {"source": "b", "file": "part-00003.parquet",
+              "positions": {"first": None, "last": None, "rising": False}},
+             {"source": "c", "file": "part-00004.parquet", "positions": _rng("0000", "0009")},
+             {"source": "c", "file": "part-00005.parquet", "positions": _rng("0009", "0019")}]
+    (tmp_path / UNITS_FILE).write_text(json.dumps({"units": units}))
+    assert accounting.unique_sources(manifest, tmp_path) == {"a"}     # b falls, c's ranges share 0009
+    assert accounting.positions_unique(manifest, tmp_path) is False
+    assert accounting.positions_unique({"sources": [{"name": "a"}]}, tmp_path) is True
+
+
 def test_held_rows_positions_come_from_the_footers(tmp_path):
     held = tmp_path / "held"
     held.mkdir()

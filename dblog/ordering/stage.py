@@ -33,7 +33,7 @@ from pathlib import Path
 
 from decoders.events import EVENT_COLUMNS
 
-from ..accounting import (complete_audit, positions_unique, quarantine_duplicate_positions,
+from ..accounting import (complete_audit, quarantine_duplicate_positions, unique_sources,
                           units_record)
 from ..decode import EVENTS_DIR, spark_event_schema
 from ..sparkio import local_frame, run_concurrently, write_parquet
@@ -85,7 +85,7 @@ def read_events(spark, manifest: dict, run_dir: Path, files: SourceFiles | None 
     """The night's events plus the rows held from earlier nights (``from_state``), repeated
     positions marked; with ``files``, each row tagged with its file and row index (``wide``)."""
     return quarantine_duplicate_positions(spark, read_decoded(spark, manifest, run_dir, files),
-                                          manifest, positions_unique(manifest, run_dir))
+                                          manifest, unique_sources(manifest, run_dir))
 
 
 def read_decoded(spark, manifest: dict, run_dir: Path, files: SourceFiles | None = None):
@@ -263,7 +263,7 @@ def order_stage(spark, manifest: dict, run_dir: Path) -> dict:
     files = SourceFiles()
     decoded = read_decoded(spark, manifest, run_dir, files)
     read = quarantine_duplicate_positions(spark, decoded, manifest,
-                                          positions_unique(manifest, run_dir))
+                                          unique_sources(manifest, run_dir))
     # (no repeated position marked: the same frame; the hooks on files may read the files)
     ev = resolve(spark, read, manifest, work, files, run_dir, as_decoded=read is decoded)
     groups = write_segments(spark, ev, manifest, work, files)
