@@ -88,6 +88,36 @@ def test_ordering_rewrites_only_the_rows_in_the_hooks_scope(spark, tmp_path):
     assert [(r["kind"], r["position"]) for r in written] == [("undo", log.position(u))]
 
 
+def test_the_ordering_skips_the_hook_on_a_night_without_rows_in_its_scope(spark, tmp_path,
+                                                                          monkeypatch):
+    """A version 7 night has no v10 undo row: ``resolve`` looks (one scan) and runs no hook,
+    the rows as decoded; a v10 night runs it."""
+    from dblog.ordering import stage
+
+    from .test_db2luw import golden_log
+
+    calls = []
+    real = db2.resolve_transactions
+    monkeypatch.setattr(db2, "resolve_transactions", lambda ev: calls.append(1) or real(ev))
+    sink = EventSink("erp", "db2luw", "S1")
+    db2.decode(golden_log("little"), DecodeContext("erp", "db2luw", CAT, "S1", {}), sink)
+    events = frame(spark, sink.rows())
+    manifest = {"sources": [{"name": "erp", "format": "db2luw"}]}
+    key = lambda r: r["record_index"]   # noqa: E731
+    got = stage.resolve(spark, events, manifest, tmp_path / "v7")
+    assert calls == [] and sorted(got.collect(), key=key) == sorted(events.collect(), key=key)
+    assert not list((tmp_path / "v7" / "resolved").iterdir())
+    log = Log10()
+    a = log.add(1, 0x4E, log.enc.insert(ORDERS, 5, ORDERS_V))
+    u = log.add(1, 0x43, log.enc.undo_insert("2.5", 5))
+    log.add(1, 0x41, log.enc.abort())
+    events = frame(spark, rows_of(b"".join(log.recs), "S1"))
+    got = stage.resolve(spark, events, {"sources": [{"name": "hr", "format": "db2luw"}]},
+                        tmp_path / "v10")
+    assert calls == [1]
+    assert {r["position"]: r["undo_of"] for r in got.collect()}[log.position(u)] == log.position(a)
+
+
 def test_version_7_rows_pass_unchanged(spark):
     from .test_db2luw import golden_log
 

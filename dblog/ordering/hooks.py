@@ -41,6 +41,11 @@ def format_hooks(formats) -> dict[str, Callable]:
     return out
 
 
+def has_scope(fmt: str) -> bool:
+    """Whether the format's hook changes only the rows of its ``resolve_scope``."""
+    return getattr(get_format(fmt), SCOPE, None) is not None
+
+
 def hooked_rows(hooks: dict[str, Callable]):
     """The predicate of the rows a hook may change: a hooked format's rows, within its
     ``resolve_scope`` when it has one. Never null (a null scope value counts as outside)."""
