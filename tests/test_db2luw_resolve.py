@@ -105,8 +105,7 @@ def test_the_ordering_skips_the_hook_on_a_night_without_rows_in_its_scope(spark,
     manifest = {"sources": [{"name": "erp", "format": "db2luw"}]}
     key = lambda r: r["record_index"]   # noqa: E731
     got = stage.resolve(spark, events, manifest, tmp_path / "v7")
-    assert calls == [] and sorted(got.collect(), key=key) == sorted(events.collect(), key=key)
-    assert not list((tmp_path / "v7" / "resolved").iterdir())
+    assert calls == [] and got is events            # nothing written, nothing read back
     log = Log10()
     a = log.add(1, 0x4E, log.enc.insert(ORDERS, 5, ORDERS_V))
     u = log.add(1, 0x43, log.enc.undo_insert("2.5", 5))

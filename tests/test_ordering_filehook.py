@@ -153,7 +153,7 @@ def test_the_file_hook_needs_the_decodes_record_of_its_units(tmp_path):
     (tmp_path / UNITS_FILE).write_text('{"units": [{"source": "a", "file": "part-00000.parquet"},'
                                        ' {"source": "b", "file": "part-00001.parquet"}]}')
     assert stage._file_inputs(manifest, tmp_path, "informix") == [
-        {"path": str(tmp_path / "events" / "part-00000.parquet"), "source": None,
+        {"path": str(tmp_path.resolve() / "events" / "part-00000.parquet"), "source": None,
          "from_state": False}]
     (tmp_path / UNITS_FILE).write_text('{"units": [{"source": "a"}]}')
     assert stage._file_inputs(manifest, tmp_path, "informix") is None

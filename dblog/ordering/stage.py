@@ -116,13 +116,13 @@ def _file_inputs(manifest: dict, run_dir: Path, fmt: str) -> list[dict] | None:
         return None
     mine = [s for s in manifest["sources"] if s["format"] == fmt]
     names = {s["name"] for s in mine}
-    folder = Path(run_dir) / EVENTS_DIR
+    folder = Path(run_dir).resolve() / EVENTS_DIR      # (the tasks read them by path)
     out = [{"path": str(folder / u["file"]), "source": None, "from_state": False}
            for u in units if u["source"] in names]
     for s in mine:
         if s.get("prev_held"):
             out += [{"path": p, "source": s["name"], "from_state": True}
-                    for p in filehook.parquet_files(s["prev_held"])]
+                    for p in filehook.parquet_files(Path(s["prev_held"]).resolve())]
     return out
 
 
@@ -164,6 +164,8 @@ def resolve(spark, ev, manifest: dict, work: Path, files: SourceFiles | None = N
                .filter(hooked_rows(on_frames)), str(path))
     else:
         _fresh(path)
+        if not by_files:        # no hook has anything to do: the rows as read
+            return ev
     for fmt, inputs in sorted(by_files.items()):
         rows = sum(filehook.parquet_rows(x["path"]) for x in inputs)
         try:
