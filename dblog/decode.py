@@ -391,6 +391,13 @@ PARQUET_OPTIONS = {"compression": "snappy",
                    "write_statistics": [c for c in EVENT_COLUMNS if c not in EVENT_UNSORTED_COLUMNS]}
 
 
+def hidden_temp(path: str) -> str:
+    """A hidden temporary name beside ``path`` (readers skip names starting with ``.``), for
+    a file written whole and then renamed to ``path``."""
+    d, name = os.path.split(path)
+    return os.path.join(d, f".{name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+
+
 def write_unit(unit_id: int, unit: dict, out_dir: str) -> tuple[str, int, int, str]:
     """Decode one work unit straight into ``<out_dir>/part-<unit_id>.parquet`` with pyarrow,
     batch by batch (memory: one batch). Written under a hidden name (Spark's reader skips
@@ -401,7 +408,7 @@ def write_unit(unit_id: int, unit: dict, out_dir: str) -> tuple[str, int, int, s
 
     name = f"part-{unit_id:05d}.parquet"
     final = os.path.join(out_dir, name)
-    tmp = os.path.join(out_dir, f".{name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+    tmp = hidden_temp(final)
     rows = 0
     run = PositionRun()
     try:

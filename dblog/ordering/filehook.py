@@ -37,7 +37,6 @@ hook instead (Spark's sort spills) and says so in the log.
 from __future__ import annotations
 
 import json
-import logging
 import math
 import os
 import shutil
@@ -50,6 +49,8 @@ import pyarrow as pa
 from decoders import get as get_format
 from decoders.events import EVENT_SCHEMA
 
+from ..decode import PARQUET_OPTIONS, hidden_temp, units_frame
+
 KEY = "RESOLVE_KEY"
 TABLE_HOOK = "resolve_table"
 BUCKET_ROWS = 500_000        # rows a resolve task holds at most (sizes the bucket count)
@@ -61,8 +62,6 @@ RESOLVED_SCHEMA = "bucket INT, rows BIGINT"
 STREAM_SCHEMA = pa.schema([f for f in EVENT_SCHEMA if f.name != "seg_data"]
                           + [pa.field("from_state", pa.bool_())])
 OUT_SCHEMA = EVENT_SCHEMA.append(pa.field("from_state", pa.bool_()))
-
-log = logging.getLogger(__name__)
 
 
 class TooBig(RuntimeError):
@@ -120,12 +119,6 @@ def _conform(batch: pa.RecordBatch, source: str | None, from_state: bool) -> pa.
     return pa.RecordBatch.from_arrays(cols, schema=STREAM_SCHEMA)
 
 
-def _atomic(path: str) -> str:
-    """A hidden temporary name beside ``path`` (renamed to it when whole)."""
-    d, name = os.path.split(path)
-    return os.path.join(d, f".{name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
-
-
 def split_file(spec: dict) -> tuple[int, dict]:
     """Split task: ``spec`` (path, source, from_state, key, buckets, task, out) -> (rows,
     {bucket: [[batch index, rows], ...]}) of the IPC file ``<out>/<task>.arrow``."""
@@ -134,7 +127,7 @@ def split_file(spec: dict) -> tuple[int, dict]:
 
     n, task, key = int(spec["buckets"]), int(spec["task"]), spec["key"]
     final = os.path.join(spec["out"], f"{task:05d}.arrow")
-    tmp = _atomic(final)
+    tmp = hidden_temp(final)
     where: dict[int, list] = {}
     rows = index = 0
     try:
@@ -169,8 +162,6 @@ def resolve_bucket(spec: dict) -> int:
 
     from decoders.events import EVENT_COLUMNS
 
-    from ..decode import PARQUET_OPTIONS
-
     batches = []
     for path, indexes in spec["parts"]:
         with pa.memory_map(path) as src:
@@ -180,7 +171,7 @@ def resolve_bucket(spec: dict) -> int:
     del batches
     _, fn = table_hook(spec["format"])
     final = os.path.join(spec["out"], f"part-{spec['format']}-{int(spec['bucket']):05d}.parquet")
-    tmp = _atomic(final)
+    tmp = hidden_temp(final)
     rows = 0
     options = {**PARQUET_OPTIONS,
                "write_statistics": [*PARQUET_OPTIONS["write_statistics"], "from_state"]}
@@ -223,13 +214,6 @@ def _resolve_job(batches):
                               names=["bucket", "rows"])
 
 
-def parquet_rows(path: str | Path) -> int:
-    """Rows of one Parquet file, from its footer."""
-    import pyarrow.parquet as pq
-
-    return pq.ParquetFile(path).metadata.num_rows
-
-
 def parquet_files(folder: str | Path) -> list[str]:
     """The Parquet files under ``folder`` (any depth), hidden names and ``_`` files left out."""
     folder = Path(folder)
@@ -244,8 +228,6 @@ def run(spark, fmt: str, inputs: list[dict], out_dir: Path, work: Path, rows: in
     """The hook of ``fmt`` on files: ``inputs`` (path, source or None, from_state), about
     ``rows`` rows in all -> Parquet files of ``OUT_SCHEMA`` in ``out_dir``; returns the rows
     written. Raises ``TooBig`` (nothing written to ``out_dir``) when a bucket is too big."""
-    from ..decode import units_frame
-
     key, _ = table_hook(fmt)
     cores = int(spark.sparkContext.defaultParallelism)
     n = bucket_count(rows, cores)
@@ -290,4 +272,4 @@ def run(spark, fmt: str, inputs: list[dict], out_dir: Path, work: Path, rows: in
 
 
 __all__ = ["OUT_SCHEMA", "STREAM_SCHEMA", "TooBig", "bucket_count", "buckets_of",
-           "parquet_files", "parquet_rows", "resolve_bucket", "run", "split_file", "table_hook"]
+           "parquet_files", "resolve_bucket", "run", "split_file", "table_hook"]

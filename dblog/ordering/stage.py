@@ -167,7 +167,7 @@ def resolve(spark, ev, manifest: dict, work: Path, files: SourceFiles | None = N
         if not by_files:        # no hook has anything to do: the rows as read
             return ev
     for fmt, inputs in sorted(by_files.items()):
-        rows = sum(filehook.parquet_rows(x["path"]) for x in inputs)
+        rows = sum(parquet_rows(x["path"]) for x in inputs)
         try:
             filehook.run(spark, fmt, inputs, path, work, rows)
         except filehook.TooBig as exc:
@@ -219,12 +219,14 @@ def write_trx_counts(spark, ev, groups, work: Path, rows: int | None = None):
     return spark.read.schema(TRX_COUNTS_DDL).parquet(base), parquet_rows(base)
 
 
-def parquet_rows(folder: str | Path) -> int:
-    """Rows of a folder of Parquet files, from their footers."""
+def parquet_rows(where: str | Path) -> int:
+    """Rows of a Parquet file, or of a folder of them, from their footers."""
     import pyarrow.parquet as pq
 
-    return sum(pq.ParquetFile(f).metadata.num_rows for f in sorted(Path(folder).iterdir())
-               if f.is_file() and not f.name.startswith((".", "_")))
+    where = Path(where)
+    files = [where] if where.is_file() else [
+        f for f in sorted(where.iterdir()) if f.is_file() and not f.name.startswith((".", "_"))]
+    return sum(pq.ParquetFile(f).metadata.num_rows for f in files)
 
 
 def event_rows(manifest: dict, run_dir: Path) -> int:
