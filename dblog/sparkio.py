@@ -2,8 +2,17 @@
 
 from __future__ import annotations
 
+import math
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
+
+
+def task_count(rows: int, cores: int, per_task: int, min_per_task: int) -> int:
+    """Tasks for about ``rows`` rows: at most ``per_task`` each, one per core once each gets
+    ``min_per_task`` (fewer before), never none; more than the cores: a multiple of them
+    (equal tasks end together: 3 on 2 cores run in two rounds, the second on one core)."""
+    n = max(1, min(cores, math.ceil(rows / min_per_task)), math.ceil(rows / per_task))
+    return n if n <= cores else math.ceil(n / cores) * cores
 
 
 def write_parquet(df, path: str, partition_by: tuple[str, ...] = (),

@@ -246,6 +246,110 @@ def test_transaction_counts_agree_with_their_spark_sql_definition(spark):
     same(transaction_counts(ev, re_df, rows=10_000_000), want, want.columns)   # 10 partitions
 
 
+def _random_audit_night(seed: int, n: int = 700):
+    """Rows of every kind over several sources, archives and transactions, with repeated and
+    missing positions, undo targets that exist or not, skip rules, rows held from earlier
+    nights, changes of no record (``n_records`` 0) and segment-group changes."""
+    rnd = random.Random(seed)
+    kinds = ["begin", "change", "change", "change", "undo", "commit", "abort", "control",
+             "carry", "segment", "skip", "quarantine"]
+    rows = []
+    for _ in range(n):
+        kind = rnd.choice(kinds)
+        rows.append({
+            "source": rnd.choice(["s1", "s2", "s3"]), "kind": kind,
+            "format": rnd.choice(["soliddb", "rdb"]),
+            "archive_file": rnd.choice(["a.csv", "b.csv", "c.csv"]),
+            "trx_id": rnd.choice([None, *[str(t) for t in range(30)]]),
+            "position": rnd.choice([None, f"{rnd.randrange(12):04d}"]),
+            "flag": rnd.choice([None, None, "capture_off"]) if kind == "begin" else None,
+            "trx_end": rnd.choice([None, None, None, None, "commit", "commit", "abort"]),
+            "commit_position": f"{rnd.randrange(90):04d}",
+            "undo_of": rnd.choice([None, f"{rnd.randrange(12):04d}"]) if kind == "undo" else None,
+            "rule": rnd.choice([None, "nop", "ddl"]) if kind == "skip" else None,
+            "n_records": rnd.choice([0, 1, 1, 1, 2]), "n_bytes": rnd.randrange(1000),
+            "seg_key": rnd.choice([None, None, None, "k1"]) if kind == "change" else None,
+            "from_state": rnd.random() < 0.1,
+        })
+    # and one compensated change of a committed transaction for certain (placed at random)
+    base = {"source": "s2", "format": "rdb", "archive_file": "b.csv", "trx_id": "c", "n_records": 1,
+            "n_bytes": 10, "from_state": False, "commit_position": "0100"}
+    for extra in ({"kind": "change", "position": "0003"}, {"kind": "undo", "undo_of": "0003"},
+                  {"kind": "commit", "trx_end": "commit"}):
+        rows.insert(rnd.randrange(len(rows) + 1), {**base, **extra})
+    return rows
+
+
+def test_the_transactions_pass_buckets_the_rows_as_the_join_does(spark):
+    """The audit from the buckets the transactions pass decides (``transaction_counts(...,
+    buckets=True)``, ``audit.other_buckets``) equals the audit from ``row_buckets`` (every
+    row joined with its transaction), on seeded random nights, in one partition or many,
+    with reassembled changes (counted as changes, never bucketed)."""
+    from pyspark.sql import functions as F
+
+    from dblog.ordering.audit import audit, other_buckets, row_buckets
+    from dblog.ordering.transactions import TRX_COUNTS_DDL, transaction_counts
+
+    listed = spark.createDataFrame([(s, f, a) for s in ("s1", "s2", "s3") for f in ("soliddb", "rdb")
+                                    for a in ("a.csv", "b.csv", "c.csv", "d.csv")],
+                                   "source STRING, format STRING, archive_file STRING")
+    cols = [c for c, _ in (x.split(" ") for x in TRX_COUNTS_DDL.split(", "))]
+    for seed in (3, 11):
+        ev = events(spark, _random_audit_night(seed))
+        re_df = spark.createDataFrame([("s1", "4", "0007"), ("s2", "5", "0011")],
+                                      "source STRING, trx_id STRING, position STRING")
+        for rows in (None, 10_000_000):
+            out = transaction_counts(ev, re_df, rows, buckets=True).cache()
+            trx = out.filter(F.col("_part") == "trx").select(*cols)
+            same(trx, transaction_counts(ev, re_df, rows), cols)
+            pass_buckets = out.filter(F.col("_part") == "audit")
+            assert pass_buckets.count() > 5
+            want = audit(row_buckets(ev, trx), listed)
+            assert want.filter(F.col("records_read") > 0).count() >= 12
+            seen = want.select(*[F.sum(c).alias(c) for c in (
+                "published", "control", "held_open", "quarantined")],
+                F.concat_ws(" ", F.collect_list("skipped_by_rule")).alias("rules")).first()
+            assert min(seen["published"], seen["control"], seen["held_open"],
+                       seen["quarantined"]) > 0, seen
+            for rule in ("compensated", "rolled_back", "capture_off", "nop"):
+                assert f'"{rule}"' in seen["rules"], (rule, seen["rules"])
+            same(audit(other_buckets(ev, pass_buckets, trx), listed), want)
+            out.unpersist()
+
+
+def test_the_transactions_pass_buckets_the_same_in_chunks_of_any_size():
+    """``stream_summarize(..., buckets=True)`` on the same sorted rows gives the same
+    transactions and the same per-archive buckets whatever the chunk size: a transaction's
+    categories carried across chunks, its undo rows read again and not counted twice."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from dblog.ordering.transactions import (AUDIT_COLUMNS, NARROW_COLUMNS, TRX_COUNTS_SCHEMA,
+                                             stream_summarize)
+
+    rows = [r for r in _random_audit_night(5, 900) if r["trx_id"] is not None and r["kind"] != "carry"]
+    rows.sort(key=lambda r: (r["source"], r["trx_id"], 0 if r["kind"] == "undo" else 1))
+    types = {"n_records": pa.int32(), "n_bytes": pa.int64(), "from_state": pa.bool_(),
+             "commit_ts": pa.timestamp("us", tz="UTC")}
+    table = pa.table({c: pa.array([r.get(c) for r in rows], types.get(c, pa.string()))
+                      for c in [*NARROW_COLUMNS, *AUDIT_COLUMNS]})
+    table = table.append_column("_in_trx", pa.repeat(pa.scalar(True), table.num_rows))
+
+    def run(chunk):
+        out = pa.Table.from_batches(list(stream_summarize(table.to_batches(max_chunksize=7),
+                                                          chunk, buckets=True)))
+        trx = out.filter(pc.equal(out["_part"], "trx")).select(TRX_COUNTS_SCHEMA.names)
+        b = out.filter(pc.equal(out["_part"], "audit")) \
+            .group_by(["source", "format", "archive_file", "bucket"]) \
+            .aggregate([("n_records", "sum"), ("n_bytes", "sum")])
+        return (sorted(map(str, trx.to_pylist())), sorted(map(str, b.to_pylist())))
+
+    whole = run(10 ** 9)
+    assert len(whole[0]) > 60 and len(whole[1]) > 20
+    for chunk in (1, 2, 5, 13, 64):
+        assert run(chunk) == whole, chunk
+
+
 def test_joins_with_the_transactions_hash_them_and_leave_the_rows_unsorted(spark):
     """``with_transaction`` and ``published_changes`` build a hash table of the (narrow)
     transactions per partition: the night's rows are shuffled but not sorted for the join
@@ -403,7 +507,8 @@ def test_ranking_in_given_range_partitions_gives_the_same_commit_seq(spark, many
 def test_row_partitions_follow_the_rows_and_the_cores(spark):
     """The transactions pass and the ``seq`` rows are partitioned by ``row_partitions``: one
     partition per ``ROWS_PER_TASK`` rows, one per core once each gets ``MIN_ROWS_PER_TASK``,
-    never fewer than one; without a count, the session's shuffle partitions."""
+    never fewer than one, a multiple of the cores past one round; without a count, the
+    session's shuffle partitions."""
     from dblog.ordering.transactions import MIN_ROWS_PER_TASK, ROWS_PER_TASK, row_partitions
 
     cores = spark.sparkContext.defaultParallelism
@@ -413,7 +518,10 @@ def test_row_partitions_follow_the_rows_and_the_cores(spark):
     assert row_partitions(spark, MIN_ROWS_PER_TASK + 1) == 2
     assert row_partitions(spark, 1_144_953) == min(cores, 12)       # the 1M rdb night
     assert row_partitions(spark, 11_449_530) == max(min(cores, 115), 12)
-    assert row_partitions(spark, 40 * ROWS_PER_TASK) == max(cores, 40)
+    assert row_partitions(spark, 40 * ROWS_PER_TASK) == -(-max(cores, 40) // cores) * cores
+    # past one round, a multiple of the cores: the 1M Informix night's 2,476,380 rows are 3
+    # partitions of 1M at most, 4 on 2 cores (3 ran in two rounds, the second on one core)
+    assert row_partitions(spark, 2_476_380) == -(-max(cores, 3) // cores) * cores
     assert row_partitions(spark, None) == int(spark.conf.get("spark.sql.shuffle.partitions"))
 
 

@@ -4,10 +4,11 @@
 |---|---|---|
 | format hooks | ``hooks`` | ``apply_hooks`` (``resolve_transactions`` of a format package) |
 | segment reassembly | ``segments`` | ``segment_groups``, ``reassemble``, ``reassembled_changes`` |
-| transactions | ``transactions`` | ``transaction_counts`` (``stream_summarize``, ``partial``, ``merge``, ``final``: Arrow, in the Python workers) |
+| transactions | ``transactions`` | ``transaction_counts`` (``stream_summarize``, ``partial``, ``merge``, ``final``, ``categories``: Arrow, in the Python workers; with ``buckets``, also the audit's buckets of the rows of the transactions) |
+| transactions on files | ``trxfiles`` | ``run``: the same pass on the night's files in Python tasks, when they are as written |
 | classify | ``classify`` | ``classify``, ``segment_buckets``, ``with_transaction`` |
 | sequence | ``sequence`` | ``published_counts``, ``rank_in_partitions``, ``partition_counts``, ``partition_offsets``, ``assign_commit_seq``, ``with_commit_seq``, ``event_seq`` |
-| audit | ``audit`` | ``row_buckets``, ``audit`` |
+| audit | ``audit`` | ``row_buckets``, ``other_buckets``, ``audit`` |
 | quarantine | ``quarantine`` | ``decoder_quarantine``, ``segment_quarantine``, ``orphan_quarantine``, ``quarantine`` |
 | held state | ``state`` | ``held_rows``, ``carry_rows`` |
 

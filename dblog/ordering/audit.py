@@ -7,33 +7,70 @@ Buckets: ``published``, ``control`` (begin/commit/abort/undo/control rows),
 
 from __future__ import annotations
 
-from .classify import change_bucket, other_bucket, segment_buckets, with_transaction
+from .classify import QUARANTINED, change_bucket, other_bucket, segment_buckets, with_transaction
 
 BUCKET_COLUMNS = ["source", "format", "archive_file", "n_records", "n_bytes", "from_state", "bucket"]
 NARROW = ["source", "format", "archive_file", "n_records", "n_bytes", "from_state", "kind", "rule",
           "trx_id", "position", "seg_key"]
 
 
+def _counted(events):
+    """The rows the audit counts: read tonight (not from state), not ``carry``; segment
+    pieces apart; a change only when it is one record's (not a piece of a group)."""
+    from pyspark.sql import functions as F
+
+    kind = F.col("kind")
+    return events.filter(~F.col("from_state") & ~kind.isin("segment", "carry")) \
+        .filter((kind != "change") | (F.col("seg_key").isNull() & (F.col("n_records") > 0)))
+
+
+def _pieces(events, groups, trx, broadcast: bool = False):
+    """Tonight's segment pieces -> ``BUCKET_COLUMNS`` (``segment_buckets``)."""
+    from pyspark.sql import functions as F
+
+    pieces = events.filter(~F.col("from_state") & (F.col("kind") == "segment")).select(*NARROW)
+    return segment_buckets(pieces, groups, trx, broadcast).select(*BUCKET_COLUMNS)
+
+
 def row_buckets(events, trx, groups=None, broadcast: bool = False):
     """Every row read tonight (not from state, not ``carry``) -> ``BUCKET_COLUMNS``.
 
     Changes and the other rows meet their transaction in one join; segment pieces (only when
-    ``groups``, the reassembly's outcome, is given) go through ``segment_buckets``."""
+    ``groups``, the reassembly's outcome, is given) go through ``segment_buckets``. (The
+    ordering takes the buckets of the rows of a transaction from the transactions pass,
+    ``transactions.stream_summarize``, and this step's for the others: ``other_buckets``.)"""
     from pyspark.sql import functions as F
 
     kind = F.col("kind")
-    rows = events.filter(~F.col("from_state") & ~kind.isin("segment", "carry")) \
-        .filter((kind != "change") | (F.col("seg_key").isNull() & (F.col("n_records") > 0))) \
-        .select(*NARROW)
-    rows = with_transaction(rows, trx, ["status", "capture_off", "undone"], broadcast)
+    rows = with_transaction(_counted(events).select(*NARROW), trx,
+                            ["status", "capture_off", "undone"], broadcast)
     bucket = F.when(kind == "change", change_bucket(F.col("trx_id"), F.col("status"),
                                                    F.col("capture_off"), F.col("undone"),
                                                    F.col("position"))) \
         .otherwise(other_bucket(kind, F.col("rule"), F.col("status")))
     out = rows.withColumn("bucket", bucket).select(*BUCKET_COLUMNS)
     if groups is not None:
-        pieces = events.filter(~F.col("from_state") & (kind == "segment")).select(*NARROW)
-        out = out.unionByName(segment_buckets(pieces, groups, trx, broadcast).select(*BUCKET_COLUMNS))
+        out = out.unionByName(_pieces(events, groups, trx, broadcast))
+    return out
+
+
+def other_buckets(events, pass_buckets, trx, groups=None, broadcast: bool = False):
+    """``row_buckets`` without the join of the rows with their transaction: the rows of a
+    transaction as the transactions pass bucketed them (``pass_buckets``: ``BUCKET_COLUMNS``
+    summed per bucket, ``transaction_counts(..., buckets=True)``), the rows without a
+    ``trx_id`` by their own columns (a change: ``quarantined``), segment pieces as there."""
+    from pyspark.sql import functions as F
+
+    kind = F.col("kind")
+    none = F.lit(None).cast("string")
+    rows = _counted(events).filter(F.col("trx_id").isNull()).select(*NARROW)
+    # (``change_bucket`` of a change without a transaction id)
+    bucket = F.when(kind == "change", F.lit(QUARANTINED)) \
+        .otherwise(other_bucket(kind, F.col("rule"), none))
+    out = rows.withColumn("bucket", bucket).select(*BUCKET_COLUMNS) \
+        .unionByName(pass_buckets.withColumn("from_state", F.lit(False)).select(*BUCKET_COLUMNS))
+    if groups is not None:
+        out = out.unionByName(_pieces(events, groups, trx, broadcast))
     return out
 
 

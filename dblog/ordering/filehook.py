@@ -37,7 +37,6 @@ hook instead (Spark's sort spills) and says so in the log.
 from __future__ import annotations
 
 import json
-import math
 import os
 import shutil
 import zlib
@@ -50,6 +49,7 @@ from decoders import get as get_format
 from decoders.events import EVENT_SCHEMA
 
 from ..decode import PARQUET_OPTIONS, hidden_temp, units_frame
+from ..sparkio import task_count
 
 KEY = "RESOLVE_KEY"
 TABLE_HOOK = "resolve_table"
@@ -78,10 +78,8 @@ def table_hook(fmt: str):
 
 def bucket_count(rows: int, cores: int) -> int:
     """Buckets for about ``rows`` rows: at most ``BUCKET_ROWS`` each, one per core when each
-    gets ``MIN_BUCKET_ROWS``; more than the cores: a multiple of them (equal buckets end
-    together: 5 on 2 cores would leave one core idle for the fifth)."""
-    n = max(1, min(cores, math.ceil(rows / MIN_BUCKET_ROWS)), math.ceil(rows / BUCKET_ROWS))
-    return n if n <= cores else math.ceil(n / cores) * cores
+    gets ``MIN_BUCKET_ROWS``; more than the cores: a multiple of them (``task_count``)."""
+    return task_count(rows, cores, BUCKET_ROWS, MIN_BUCKET_ROWS)
 
 
 def buckets_of(batch: pa.RecordBatch, key: str, n: int, rest: int):
@@ -122,22 +120,33 @@ def _conform(batch: pa.RecordBatch, source: str | None, from_state: bool) -> pa.
 def split_file(spec: dict) -> tuple[int, dict]:
     """Split task: ``spec`` (path, source, from_state, key, buckets, task, out) -> (rows,
     {bucket: [[batch index, rows], ...]}) of the IPC file ``<out>/<task>.arrow``."""
-    import numpy as np
     import pyarrow.parquet as pq
 
     n, task, key = int(spec["buckets"]), int(spec["task"]), spec["key"]
-    final = os.path.join(spec["out"], f"{task:05d}.arrow")
+    pf = pq.ParquetFile(spec["path"])
+    cols = [c for c in pf.schema_arrow.names if c in STREAM_SCHEMA.names]
+    batches = (_conform(b, spec.get("source"), bool(spec["from_state"]))
+               for b in pf.iter_batches(batch_size=BATCH_ROWS, columns=cols))
+    return write_split(os.path.join(spec["out"], f"{task:05d}.arrow"), STREAM_SCHEMA, batches,
+                       lambda b: buckets_of(b, key, n, task))
+
+
+def write_split(final: str, schema: pa.Schema, batches, buckets) -> tuple[int, dict]:
+    """``batches`` (of ``schema``) into the Arrow IPC file ``final`` (LZ4), each batch's rows
+    grouped by bucket (``buckets(batch)``: numpy, one bucket per row) -> (rows, {bucket:
+    [[batch index, rows], ...]}). Written under a hidden name and renamed when whole."""
+    import numpy as np
+
     tmp = hidden_temp(final)
     where: dict[int, list] = {}
     rows = index = 0
     try:
-        pf = pq.ParquetFile(spec["path"])
-        cols = [c for c in pf.schema_arrow.names if c in STREAM_SCHEMA.names]
         opts = pa.ipc.IpcWriteOptions(compression="lz4")
-        with pa.OSFile(tmp, "wb") as sink, pa.ipc.new_file(sink, STREAM_SCHEMA, options=opts) as w:
-            for batch in pf.iter_batches(batch_size=BATCH_ROWS, columns=cols):
-                batch = _conform(batch, spec.get("source"), bool(spec["from_state"]))
-                b = buckets_of(batch, key, n, task)
+        with pa.OSFile(tmp, "wb") as sink, pa.ipc.new_file(sink, schema, options=opts) as w:
+            for batch in batches:
+                if not batch.num_rows:
+                    continue
+                b = buckets(batch)
                 order = np.argsort(b, kind="stable")
                 bs = b[order]
                 batch = batch.take(pa.array(order))
@@ -155,6 +164,17 @@ def split_file(spec: dict) -> tuple[int, dict]:
     return rows, where
 
 
+def read_bucket(parts, schema: pa.Schema) -> pa.Table:
+    """A bucket's rows: ``parts`` [[IPC file, [batch indexes]], ...] (random access into the
+    split files)."""
+    batches = []
+    for path, indexes in parts:
+        with pa.memory_map(path) as src:
+            reader = pa.ipc.open_file(src)
+            batches.extend(reader.get_batch(i) for i in indexes)
+    return pa.Table.from_batches(batches, schema=schema)
+
+
 def resolve_bucket(spec: dict) -> int:
     """Resolve task: ``spec`` (format, bucket, parts: [[IPC file, [batch indexes]], ...],
     files, out) -> rows written to ``<out>/part-<format>-<bucket>.parquet``."""
@@ -162,13 +182,7 @@ def resolve_bucket(spec: dict) -> int:
 
     from decoders.events import EVENT_COLUMNS
 
-    batches = []
-    for path, indexes in spec["parts"]:
-        with pa.memory_map(path) as src:
-            reader = pa.ipc.open_file(src)
-            batches.extend(reader.get_batch(i) for i in indexes)
-    table = pa.Table.from_batches(batches, schema=STREAM_SCHEMA)
-    del batches
+    table = read_bucket(spec["parts"], STREAM_SCHEMA)
     _, fn = table_hook(spec["format"])
     final = os.path.join(spec["out"], f"part-{spec['format']}-{int(spec['bucket']):05d}.parquet")
     tmp = hidden_temp(final)
@@ -202,16 +216,70 @@ def _tasks(run):
     return fn
 
 
-def _split_job(batches):
-    for uid, (rows, where) in _tasks(split_file)(batches):
-        yield pa.record_batch([pa.array([uid], pa.int32()), pa.array([rows], pa.int64()),
-                               pa.array([json.dumps(where)])], names=["task", "rows", "batches"])
+def _split_job(split):
+    """mapInArrow over ``units_frame`` rows of split tasks: ``split(spec)`` -> (rows,
+    {bucket: [[batch, rows], ...]}) -> one row (task, rows, batches as JSON) per task."""
+    def job(batches):
+        for uid, (rows, where) in _tasks(split)(batches):
+            yield pa.record_batch([pa.array([uid], pa.int32()), pa.array([rows], pa.int64()),
+                                   pa.array([json.dumps(where)])], names=["task", "rows", "batches"])
+    return job
 
 
-def _resolve_job(batches):
-    for uid, rows in _tasks(resolve_bucket)(batches):
-        yield pa.record_batch([pa.array([uid], pa.int32()), pa.array([rows], pa.int64())],
-                              names=["bucket", "rows"])
+def _bucket_job(work):
+    """mapInArrow over ``units_frame`` rows of bucket tasks: ``work(spec)`` -> rows written ->
+    one row (bucket, rows) per task."""
+    def job(batches):
+        for uid, rows in _tasks(work)(batches):
+            yield pa.record_batch([pa.array([uid], pa.int32()), pa.array([rows], pa.int64())],
+                                  names=["bucket", "rows"])
+    return job
+
+
+def split_then_run(spark, label: str, specs: list[dict], split, tmp: Path, n: int, work,
+                   bucket_spec, too_big: str, verb: str) -> int:
+    """Two Spark jobs of Python tasks: ``split(spec)`` for each of ``specs`` (each gets
+    ``task`` and ``out``, the folder ``tmp`` of the IPC files; ``write_split``), then
+    ``work(bucket_spec(bucket, parts))`` for each of the ``n`` buckets with rows, the
+    biggest first (``parts``: ``read_bucket``'s; the job is described as ``<label>: <verb> <n>
+    buckets``). Returns the rows the bucket tasks report.
+    Raises ``TooBig`` (``too_big`` says why) before the second job when a bucket holds more
+    than ``MAX_BUCKET_ROWS`` rows. ``tmp`` is removed afterwards."""
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    sc = spark.sparkContext
+    try:
+        specs = [{**x, "task": i, "out": str(tmp)} for i, x in enumerate(specs)]
+        sc.setJobDescription(f"{label}: split {len(specs)} files into {n} buckets")
+        split_rows = units_frame(spark, [(i, json.dumps(x)) for i, x in enumerate(specs)]) \
+            .mapInArrow(_split_job(split), SPLIT_SCHEMA).collect()
+        if {r["task"] for r in split_rows} != set(range(len(specs))):
+            raise RuntimeError(f"{label}: split tasks {sorted(r['task'] for r in split_rows)} "
+                               f"of {len(specs)} files")
+        parts: dict[int, list] = {b: [] for b in range(n)}
+        sizes = [0] * n
+        for r in split_rows:
+            for b, pieces in json.loads(r["batches"]).items():
+                parts[int(b)].append([str(tmp / f"{r['task']:05d}.arrow"), [i for i, _ in pieces]])
+                sizes[int(b)] += sum(k for _, k in pieces)
+        if max(sizes, default=0) > MAX_BUCKET_ROWS:
+            raise TooBig(f"{label}: a bucket of {max(sizes)} rows (more than "
+                         f"{MAX_BUCKET_ROWS}): {too_big}")
+        jobs = [bucket_spec(b, parts[b]) for b in sorted(range(n), key=lambda b: -sizes[b])
+                if sizes[b]]
+        if not jobs:
+            return 0
+        sc.setJobDescription(f"{label}: {verb} {len(jobs)} buckets")
+        done = units_frame(spark, [(j["bucket"], json.dumps(j)) for j in jobs]) \
+            .mapInArrow(_bucket_job(work), RESOLVED_SCHEMA).collect()
+        if {r["bucket"] for r in done} != {j["bucket"] for j in jobs}:
+            raise RuntimeError(f"{label}: bucket tasks {sorted(r['bucket'] for r in done)} "
+                               f"of buckets {sorted(j['bucket'] for j in jobs)}")
+        return sum(int(r["rows"]) for r in done)
+    finally:
+        sc.setJobDescription(None)
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def parquet_files(folder: str | Path) -> list[str]:
@@ -229,47 +297,16 @@ def run(spark, fmt: str, inputs: list[dict], out_dir: Path, work: Path, rows: in
     ``rows`` rows in all -> Parquet files of ``OUT_SCHEMA`` in ``out_dir``; returns the rows
     written. Raises ``TooBig`` (nothing written to ``out_dir``) when a bucket is too big."""
     key, _ = table_hook(fmt)
-    cores = int(spark.sparkContext.defaultParallelism)
-    n = bucket_count(rows, cores)
-    tmp = Path(work) / f"buckets-{fmt}"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
-    sc = spark.sparkContext
-    try:
-        specs = [{**x, "key": key, "buckets": n, "task": i, "out": str(tmp)}
-                 for i, x in enumerate(inputs)]
-        sc.setJobDescription(f"hook {fmt}: split {len(specs)} files into {n} buckets")
-        split = units_frame(spark, [(i, json.dumps(s)) for i, s in enumerate(specs)]) \
-            .mapInArrow(_split_job, SPLIT_SCHEMA).collect()
-        if {r["task"] for r in split} != set(range(len(specs))):
-            raise RuntimeError(f"hook {fmt}: split tasks {sorted(r['task'] for r in split)} "
-                               f"of {len(specs)} files")
-        parts: dict[int, list] = {b: [] for b in range(n)}
-        sizes = [0] * n
-        for r in split:
-            for b, pieces in json.loads(r["batches"]).items():
-                parts[int(b)].append([str(tmp / f"{r['task']:05d}.arrow"), [i for i, _ in pieces]])
-                sizes[int(b)] += sum(k for _, k in pieces)
-        if max(sizes, default=0) > MAX_BUCKET_ROWS:
-            raise TooBig(f"hook {fmt}: a bucket of {max(sizes)} rows (more than "
-                         f"{MAX_BUCKET_ROWS}): one {key} has too many rows to resolve in memory")
-        files = sorted({x["path"] for x in inputs})
-        jobs = [{"format": fmt, "bucket": b, "parts": parts[b], "files": files, "out": str(out_dir)}
-                for b in sorted(range(n), key=lambda b: -sizes[b]) if sizes[b]]
-        if not jobs:
-            return 0
-        sc.setJobDescription(f"hook {fmt}: resolve {len(jobs)} buckets")
-        done = units_frame(spark, [(j["bucket"], json.dumps(j)) for j in jobs]) \
-            .mapInArrow(_resolve_job, RESOLVED_SCHEMA).collect()
-        if {r["bucket"] for r in done} != {j["bucket"] for j in jobs}:
-            raise RuntimeError(f"hook {fmt}: resolve tasks {sorted(r['bucket'] for r in done)} "
-                               f"of buckets {sorted(j['bucket'] for j in jobs)}")
-        return sum(int(r["rows"]) for r in done)
-    finally:
-        sc.setJobDescription(None)
-        shutil.rmtree(tmp, ignore_errors=True)
+    n = bucket_count(rows, int(spark.sparkContext.defaultParallelism))
+    files = sorted({x["path"] for x in inputs})
+    return split_then_run(
+        spark, f"hook {fmt}", [{**x, "key": key, "buckets": n} for x in inputs], split_file,
+        Path(work) / f"buckets-{fmt}", n, resolve_bucket,
+        lambda b, parts: {"format": fmt, "bucket": b, "parts": parts, "files": files,
+                          "out": str(out_dir)},
+        f"one {key} has too many rows to resolve in memory", "resolve")
 
 
 __all__ = ["OUT_SCHEMA", "STREAM_SCHEMA", "TooBig", "bucket_count", "buckets_of",
-           "parquet_files", "resolve_bucket", "run", "split_file", "table_hook"]
+           "parquet_files", "read_bucket", "resolve_bucket", "run", "split_file",
+           "split_then_run", "table_hook", "write_split"]

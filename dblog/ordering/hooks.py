@@ -16,6 +16,10 @@ for the rows it returns in their place): the rows outside it pass the hook uncha
 the ordering job reads them from the decoded events instead of writing them again
 (Db2 LUW changes only its v10 undo rows; Informix assigns every record, no scope).
 
+A format with a ``resolve_scope`` may also export ``resolve_scope_table(table)``: the same
+predicate on an Arrow table (a boolean array), so that a pass in Python tasks over the
+decoded files can leave out the rows the hook replaced (``trxfiles``).
+
 A hook that needs every row of a key together may also export ``RESOLVE_KEY`` and
 ``resolve_table``: the ordering then runs it on the decoded files in Python tasks
 (``filehook``), with the same rows, when the night is read as the decode wrote it.
@@ -29,6 +33,7 @@ from decoders import get as get_format
 
 HOOK = "resolve_transactions"
 SCOPE = "resolve_scope"
+SCOPE_TABLE = "resolve_scope_table"
 
 
 def format_hooks(formats) -> dict[str, Callable]:
@@ -44,6 +49,11 @@ def format_hooks(formats) -> dict[str, Callable]:
 def has_scope(fmt: str) -> bool:
     """Whether the format's hook changes only the rows of its ``resolve_scope``."""
     return getattr(get_format(fmt), SCOPE, None) is not None
+
+
+def scope_table(fmt: str):
+    """The format's ``resolve_scope_table``, or None."""
+    return getattr(get_format(fmt), SCOPE_TABLE, None)
 
 
 def hooked_rows(hooks: dict[str, Callable]):

@@ -38,10 +38,10 @@ from ..accounting import (complete_audit, quarantine_duplicate_positions, unique
 from ..decode import EVENTS_DIR, spark_event_schema
 from ..sparkio import local_frame, run_concurrently, write_parquet
 from ..stage import CARRY_DIR, HELD_DIR, SEQ_FILE
-from . import filehook, sequence
-from .audit import audit, row_buckets
+from . import filehook, sequence, trxfiles
+from .audit import audit, other_buckets
 from .classify import QUARANTINED, published_changes, segment_buckets
-from .hooks import apply_hooks, format_hooks, has_scope, hooked_rows
+from .hooks import apply_hooks, format_hooks, has_scope, hooked_rows, scope_table
 from .quarantine import (decoder_quarantine, orphan_quarantine, quarantine, quarantine_pieces,
                          segment_quarantine)
 from .schema import (AUDIT, AUDIT_COLUMNS, CHANGES, QUARANTINE, QUARANTINE_COLUMNS,
@@ -49,7 +49,7 @@ from .schema import (AUDIT, AUDIT_COLUMNS, CHANGES, QUARANTINE, QUARANTINE_COLUM
 from .segments import (empty_groups, formats_with_segments, reassemble, reassembled_changes,
                        segment_groups)
 from .state import carry_rows, held_rows
-from .transactions import TRX_COUNTS_DDL, row_partitions, transaction_counts
+from .transactions import PASS_BUCKETS_DDL, TRX_COUNTS_DDL, row_partitions, transaction_counts
 from .wide import FID, ROW, SEQ, SourceFiles, seq_columns, write_changes
 
 log = logging.getLogger(__name__)
@@ -127,7 +127,7 @@ def _file_inputs(manifest: dict, run_dir: Path, fmt: str) -> list[dict] | None:
 
 
 def resolve(spark, ev, manifest: dict, work: Path, files: SourceFiles | None = None,
-            run_dir: Path | None = None, as_decoded: bool = False):
+            run_dir: Path | None = None, as_decoded: bool = False, report: dict | None = None):
     """Apply the formats' ``resolve_transactions`` hooks; the rows they may change (all of a
     format's rows, or those in its ``resolve_scope``) are written once (``ordering/resolved``)
     and read back, so no later query recomputes them; the others are read as decoded.
@@ -135,10 +135,13 @@ def resolve(spark, ev, manifest: dict, work: Path, files: SourceFiles | None = N
     A format with a hook on files (``filehook``) runs it instead when its rows are read as
     the decode wrote them (``run_dir`` with the decode's record, and ``as_decoded``: no
     repeated position was marked in ``ev``): the same rows, written by Python tasks into
-    the same folder."""
+    the same folder. ``report`` (a dict) gets ``on_files`` and ``on_frames``: the formats
+    whose hook ran on files and on DataFrames."""
     from pyspark.sql import functions as F
 
     hooks = format_hooks({s["format"] for s in manifest["sources"]})
+    report = {} if report is None else report
+    report.update(on_files=[], on_frames=[])
     if not hooks:
         return ev
     path = work / "resolved"
@@ -159,6 +162,8 @@ def resolve(spark, ev, manifest: dict, work: Path, files: SourceFiles | None = N
         mine = {fmt: on_frames[fmt]}
         if plain.filter((F.col("format") == fmt) & hooked_rows(mine)).isEmpty():
             del on_frames[fmt]
+    report["on_frames"] = sorted(on_frames)
+    report["on_files"] = sorted(by_files)
     if on_frames:
         _write(apply_hooks(plain.filter(F.col("format").isin(*on_frames)), on_frames)
                .filter(hooked_rows(on_frames)), str(path))
@@ -173,6 +178,8 @@ def resolve(spark, ev, manifest: dict, work: Path, files: SourceFiles | None = N
         except filehook.TooBig as exc:
             # one key with very many rows: the DataFrame hook, whose sort spills
             log.warning("%s; running the DataFrame hook instead", exc)
+            report["on_files"].remove(fmt)
+            report["on_frames"].append(fmt)
             for p in path.glob(f"part-{fmt}-*.parquet"):
                 p.unlink()
             extra = work / f"resolved-{fmt}"
@@ -205,18 +212,76 @@ def write_segments(spark, ev, manifest: dict, work: Path, files: SourceFiles | N
     return _tagged(files, spark.read.schema(empty_groups(spark).schema).parquet(path), path)
 
 
-def write_trx_counts(spark, ev, groups, work: Path, rows: int | None = None):
+def write_trx_counts(spark, ev, groups, work: Path, rows: int | None = None,
+                     inputs: list[dict] | None = None):
     """``ordering/trx_counts``: one row per transaction (``transactions``) with its published
     change count, written once and read back (the ranking reads it three times: the range
     partitioner's sample, the numbered transactions, the others; and the audit, quarantine
-    and held rows read it beside the ranking). ``rows``: about how many rows ``ev`` holds
-    (sizes the step's partitions). Returns the frame read back and its rows (from the
-    Parquet footers: no job)."""
-    reassembled = None if groups is None else reassembled_changes(groups).select(
-        "source", "trx_id", "position")
-    base = str(work / "trx_counts")
-    _write(transaction_counts(ev, reassembled, rows), base)
-    return spark.read.schema(TRX_COUNTS_DDL).parquet(base), parquet_rows(base)
+    and held rows read it beside the ranking), beside the audit's buckets of the rows of
+    the transactions, which the same pass decides (``_part=audit``). ``rows``: about how
+    many rows ``ev`` holds (sizes the step's partitions). ``inputs``: the files holding
+    ``ev``'s rows (``trx_inputs``): the pass runs on them in Python tasks (``trxfiles``)
+    unless a transaction is too big for that. Returns the transactions read back, their
+    rows (from the Parquet footers: no job) and the buckets read back."""
+    base = work / "trx_counts"
+    done = False
+    if inputs is not None:
+        try:
+            trxfiles.run(spark, inputs, base, work, rows or 0)
+            done = True
+        except filehook.TooBig as exc:
+            log.warning("%s; running the transactions pass in Spark instead", exc)
+    if not done:
+        reassembled = None if groups is None else reassembled_changes(groups).select(
+            "source", "trx_id", "position")
+        df = transaction_counts(ev, reassembled, rows, buckets=True)
+        df.write.mode("overwrite").partitionBy("_part") \
+            .options(**parquet_options(df.columns)).parquet(str(base))
+    out = []
+    for part, ddl in ((trxfiles.TRX_PART, TRX_COUNTS_DDL), (trxfiles.AUDIT_PART, PASS_BUCKETS_DDL)):
+        folder = base / part
+        if folder.is_dir() and filehook.parquet_files(folder):
+            out.append(spark.read.schema(ddl).parquet(str(folder)))
+        else:                   # no row of that part: no file was written for it
+            out.append(spark.createDataFrame([], ddl))
+    trx, buckets = out
+    folder = base / trxfiles.TRX_PART
+    n_trx = parquet_rows(folder) if folder.is_dir() else 0
+    return trx, n_trx, buckets
+
+
+def trx_inputs(manifest: dict, run_dir: Path, work: Path, hooked: dict,
+               segments: bool) -> list[dict] | None:
+    """The files of the rows the transactions pass reads (``trxfiles.run``): the decoded
+    events and the rows held from earlier nights, without the rows a hook replaced
+    (``hooked``, ``resolve``'s report: a hook on files or without a scope replaced its
+    format's rows, a DataFrame hook with a scope those in it), the hooks' output
+    (``ordering/resolved``) and with ``segments`` the reassembled groups
+    (``ordering/segments``). None when the rows cannot be told apart in Arrow (a scope
+    without ``resolve_scope_table``) or the events folder is not the flat folder of files
+    the decode writes."""
+    on_files, on_frames = list(hooked.get("on_files", ())), list(hooked.get("on_frames", ()))
+    scoped = [f for f in on_frames if has_scope(f)]
+    if any(scope_table(f) is None for f in scoped):
+        return None
+    exclude = sorted([*on_files, *[f for f in on_frames if f not in scoped]])
+    folder = (Path(run_dir) / EVENTS_DIR).resolve()
+    events = filehook.parquet_files(folder)
+    if any(Path(p).parent != folder for p in events):
+        return None
+    rows = {"role": "rows", "exclude": exclude, "scoped": sorted(scoped)}
+    out = [{**rows, "path": p, "source": None, "from_state": False} for p in events]
+    for s in manifest["sources"]:
+        if s.get("prev_held") and s["format"] not in exclude:
+            out += [{**rows, "path": p, "source": s["name"], "from_state": True}
+                    for p in filehook.parquet_files(Path(s["prev_held"]).resolve())]
+    if on_files or on_frames:       # (the folder holds what the hooks wrote tonight only then)
+        out += [{"path": p, "role": "rows", "source": None, "from_state": None}
+                for p in filehook.parquet_files((Path(work) / "resolved").resolve())]
+    if segments:
+        out += [{"path": p, "role": "segments", "source": None, "from_state": False}
+                for p in filehook.parquet_files((Path(work) / "segments").resolve())]
+    return out
 
 
 def parquet_rows(where: str | Path) -> int:
@@ -276,10 +341,15 @@ def order_stage(spark, manifest: dict, run_dir: Path) -> dict:
     read = quarantine_duplicate_positions(spark, decoded, manifest,
                                           unique_sources(manifest, run_dir))
     # (no repeated position marked: the same frame; the hooks on files may read the files)
-    ev = resolve(spark, read, manifest, work, files, run_dir, as_decoded=read is decoded)
+    hooked: dict = {}
+    ev = resolve(spark, read, manifest, work, files, run_dir, as_decoded=read is decoded,
+                 report=hooked)
     groups = write_segments(spark, ev, manifest, work, files)
     n_rows = event_rows(manifest, run_dir)
-    trx_counts, n_trx = write_trx_counts(spark, ev, groups, work, n_rows)
+    # the transactions pass on the files when the rows are theirs as written (no row marked)
+    inputs = trx_inputs(manifest, run_dir, work, hooked, groups is not None) \
+        if read is decoded else None
+    trx_counts, n_trx, pass_buckets = write_trx_counts(spark, ev, groups, work, n_rows, inputs)
     # a night of few transactions joins them by broadcast: the rows are not shuffled for it
     few = n_trx <= TRX_BROADCAST_MAX
 
@@ -297,7 +367,7 @@ def order_stage(spark, manifest: dict, run_dir: Path) -> dict:
         [(s["name"], s["format"], a["file"]) for s in manifest["sources"] for a in s["archives"]],
         "source STRING, format STRING, archive_file STRING")
     out_audit = complete_audit(
-        spark, manifest, audit(row_buckets(ev, trx_counts, groups, few), listed).withColumns(night),
+        spark, manifest, audit(other_buckets(ev, pass_buckets, trx_counts, groups, few), listed).withColumns(night),
         ev, AUDIT_COLUMNS)
     parts = [decoder_quarantine(ev)]
     if groups is not None:

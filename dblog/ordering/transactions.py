@@ -35,8 +35,8 @@ definition is kept as the tests' oracle (``tests/oracle/transactions.py``).
 
 from __future__ import annotations
 
-import math
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -219,48 +219,70 @@ def _key(table: pa.Table, i: int) -> tuple:
     return table.column("source")[i].as_py(), table.column("trx_id")[i].as_py()
 
 
-def stream_summarize(batches, chunk_rows: int = CHUNK_ROWS):
+def stream_summarize(batches, chunk_rows: int = CHUNK_ROWS, buckets: bool = False):
     """Batches of rows sorted by (source, trx_id), undo rows first in a transaction -> record
     batches of ``TRX_COUNTS_SCHEMA`` (``summarize`` of all the rows), holding one chunk of
-    about ``chunk_rows`` rows at a time (the module's docstring, step 2)."""
+    about ``chunk_rows`` rows at a time (the module's docstring, step 2).
+
+    ``buckets``: the rows also have ``AUDIT_COLUMNS``, and the output is ``PASS_SCHEMA``: the
+    transactions (``_part`` = ``trx``) and the audit's records and bytes of tonight's rows of
+    the transactions per (source, format, archive file, bucket) (``_part`` = ``audit``,
+    ``audit_rows``). A row's category is decided in the chunk that reads it (its undo rows
+    come before it), its bucket once its transaction ends: the categories of the carried
+    transaction are carried with it, aggregated; its undo rows read again are marked
+    ``_seen`` and not counted twice."""
     pending: list[pa.RecordBatch] = []
     size = 0
     carry: pa.Table | None = None          # the open transaction's partial row
     carry_undo: pa.Table | None = None     # its undo rows, read again with its next rows
+    carry_cats: pa.Table | None = None     # its rows' categories so far (``buckets``)
 
     def flush(last: bool):
-        nonlocal pending, size, carry, carry_undo
+        nonlocal pending, size, carry, carry_undo, carry_cats
         rows = pa.Table.from_batches(pending)
         pending, size = [], 0
         cut = rows.num_rows if last else _carry_start(rows)
         head, tail = rows.slice(0, cut), rows.slice(cut)
         done: list[pa.Table] = []
-        earlier = None                     # the carried partial, when its rows go on in tail
+        cats: list[pa.Table] = []          # categories of the transactions that end here
+        earlier = earlier_cats = None      # the carried partial, when its rows go on in tail
         if carry is not None:
             if _key(carry, 0) == _key(rows, 0):     # the carried transaction goes on here
                 if cut:
                     head = pa.concat_tables([carry_undo, head])
                     done.append(carry)
+                    cats.append(carry_cats)
                 else:
                     tail = pa.concat_tables([carry_undo, tail])
-                    earlier = carry
+                    earlier, earlier_cats = carry, carry_cats
             else:
                 done.append(carry)
-        carry = carry_undo = None
+                cats.append(carry_cats)
+        carry = carry_undo = carry_cats = None
         if head.num_rows:
             done.append(partial(head))
+            if buckets:
+                cats.append(categories(head))
         if tail.num_rows:
             carry = partial(tail)
             if earlier is not None:
                 carry = merge(pa.concat_tables([earlier, carry]))
             carry_undo = tail.filter(_undo_rows(tail))
+            if buckets:
+                carry_cats = categories(tail)
+                if earlier_cats is not None:
+                    carry_cats = _sum_categories(pa.concat_tables([earlier_cats, carry_cats]))
+                carry_undo = carry_undo.set_column(
+                    carry_undo.schema.get_field_index("_seen"), "_seen",
+                    pa.repeat(pa.scalar(True), carry_undo.num_rows))
         if done:
             out = final(pa.concat_tables(done))
-            if out.num_rows:
-                yield from out.to_batches()
+            yield from _emit(out, cats if buckets else None)
 
     for batch in batches:
         if batch.num_rows:
+            if buckets:
+                batch = batch.append_column("_seen", pa.repeat(pa.scalar(False), batch.num_rows))
             pending.append(batch)
             size += batch.num_rows
             if size >= chunk_rows:
@@ -268,9 +290,122 @@ def stream_summarize(batches, chunk_rows: int = CHUNK_ROWS):
     if pending:
         yield from flush(last=True)
     elif carry is not None:
-        out = final(carry)
+        yield from _emit(final(carry), [carry_cats] if buckets else None)
+
+
+# ---------------------------------------------------------------- the audit's buckets
+# (``buckets``: the transactions pass also decides the audit's bucket of tonight's rows of
+# the transactions, which then meet their transaction in no join; ``audit.row_buckets`` is
+# the same rule on DataFrames, and buckets the rows without a transaction)
+
+AUDIT_COLUMNS = ["archive_file", "n_records", "n_bytes", "rule", "seg_key", "from_state"]
+CATEGORY_SCHEMA = pa.schema([("source", pa.string()), ("trx_id", pa.string()),
+                             ("format", pa.string()), ("archive_file", pa.string()),
+                             ("cat", pa.string()), ("n", pa.int64()), ("nb", pa.int64())])
+PASS_SCHEMA = pa.schema([*TRX_COUNTS_SCHEMA, ("archive_file", pa.string()),
+                         ("bucket", pa.string()), ("n_records", pa.int64()),
+                         ("n_bytes", pa.int64()), ("_part", pa.string())])
+PASS_DDL = (TRX_COUNTS_DDL + ", archive_file STRING, bucket STRING, n_records LONG, "
+            "n_bytes LONG, _part STRING")
+PASS_BUCKETS_DDL = ("source STRING, format STRING, archive_file STRING, bucket STRING, "
+                    "n_records LONG, n_bytes LONG")
+CHANGE, COMPENSATED, OTHER = "change", "compensated", "other"
+
+
+def categories(rows: pa.Table) -> pa.Table:
+    """The rows the audit counts (tonight's rows of a transaction, not a segment piece; a
+    change only when it is one record's, not reassembled: ``audit.row_buckets``), not read
+    before (``_seen``) -> ``CATEGORY_SCHEMA``: records and bytes per (source, trx_id,
+    format, archive_file, category). Categories: ``quarantined``, ``skipped:<rule>``, a
+    change ``compensated`` by an undo row of its transaction in ``rows`` or not
+    (``change``), ``other``; the bucket follows from the transaction's outcome
+    (``_buckets``)."""
+    kind = rows.column("kind")
+    change = pc.fill_null(pc.equal(kind, "change"), False)
+    counted = pc.and_(pc.and_(pc.fill_null(rows.column("_in_trx"), False),
+                              pc.invert(pc.fill_null(rows.column("from_state"), False))),
+                      pc.invert(rows.column("_seen")))
+    counted = pc.and_(counted, pc.invert(pc.fill_null(pc.is_in(kind, pa.array(["segment", "carry"])),
+                                                      False)))
+    one_record = pc.and_(pc.is_null(rows.column("seg_key")),
+                         pc.fill_null(pc.greater(rows.column("n_records"), 0), False))
+    counted = pc.fill_null(pc.and_(counted, pc.or_(pc.invert(change), one_record)), False)
+    # compensated: an undo row of the transaction (here, before it) targets its position
+    targets = _distinct_targets(rows.filter(_undo_rows(rows)))
+    index = pa.table({**{k: rows.column(k) for k in KEYS}, "position": rows.column("position"),
+                      "_i": pa.array(np.arange(rows.num_rows, dtype=np.int64))})
+    hit = index.filter(change).join(targets, [*KEYS, "position"], [*KEYS, "undo_of"],
+                                    join_type="left semi", use_threads=False).column("_i")
+    compensated = np.zeros(rows.num_rows, dtype=bool)
+    compensated[hit.to_numpy()] = True
+    cat = pc.if_else(pc.equal(kind, "quarantine"), "quarantined",
+          pc.if_else(pc.equal(kind, "skip"), pc.binary_join_element_wise("skipped:", rows.column("rule"), ""),
+          pc.if_else(change, pc.if_else(pa.array(compensated), COMPENSATED, CHANGE), OTHER)))
+    t = pa.table({"source": rows.column("source"), "trx_id": rows.column("trx_id"),
+                  "format": rows.column("format"), "archive_file": rows.column("archive_file"),
+                  "cat": cat, "n": pc.cast(rows.column("n_records"), pa.int64()),
+                  "nb": pc.cast(rows.column("n_bytes"), pa.int64())}).filter(counted)
+    return _sum_categories(t)
+
+
+def _sum_categories(t: pa.Table) -> pa.Table:
+    """``CATEGORY_SCHEMA`` rows summed per (source, trx_id, format, archive_file, cat); a sum
+    of nulls only is null, as Spark's ``sum``."""
+    keys = ["source", "trx_id", "format", "archive_file", "cat"]
+    g = t.group_by(keys, use_threads=False).aggregate([("n", "sum"), ("nb", "sum")])
+    return pa.table({**{k: g.column(k) for k in keys}, "n": g.column("n_sum"),
+                     "nb": g.column("nb_sum")}, schema=CATEGORY_SCHEMA)
+
+
+def _buckets(cats: pa.Table, trx: pa.Table) -> pa.Table:
+    """Categories of the rows of ended transactions (``trx``: their ``TRX_COUNTS_SCHEMA``
+    rows) -> (source, format, archive_file, bucket, n_records, n_bytes) summed: the rule of
+    ``classify.change_bucket`` and ``classify.other_bucket``."""
+    t = cats.join(trx.select([*KEYS, "status", "capture_off"]), KEYS, join_type="inner",
+                  use_threads=False)
+    cat, status = t.column("cat"), t.column("status")
+    is_change = pc.is_in(cat, pa.array([CHANGE, COMPENSATED]))
+    change = pc.if_else(pc.equal(status, "open"), "held_open",
+             pc.if_else(pc.equal(status, "rolled_back"), "skipped:rolled_back",
+             pc.if_else(pc.fill_null(t.column("capture_off"), False), "skipped:capture_off",
+             pc.if_else(pc.equal(cat, COMPENSATED), "skipped:compensated", "published"))))
+    other = pc.if_else(pc.fill_null(pc.equal(status, "open"), False), "held_open", "control")
+    bucket = pc.if_else(is_change, change, pc.if_else(pc.equal(cat, OTHER), other, cat))
+    keys = ["source", "format", "archive_file", "bucket"]
+    g = pa.table({"source": t.column("source"), "format": t.column("format"),
+                  "archive_file": t.column("archive_file"), "bucket": bucket,
+                  "n": t.column("n"), "nb": t.column("nb")}) \
+        .group_by(keys, use_threads=False).aggregate([("n", "sum"), ("nb", "sum")])
+    return pa.table({**{k: g.column(k) for k in keys}, "n_records": g.column("n_sum"),
+                     "n_bytes": g.column("nb_sum")})
+
+
+def _emit(out: pa.Table, cats: list | None):
+    """The transactions ``out`` (and with ``cats``, the buckets of their rows) as batches of
+    ``TRX_COUNTS_SCHEMA`` (of ``PASS_SCHEMA``)."""
+    if cats is None:
         if out.num_rows:
             yield from out.to_batches()
+        return
+    if out.num_rows:
+        n = out.num_rows
+        yield pa.RecordBatch.from_arrays(
+            [*(out.column(f.name).combine_chunks() for f in TRX_COUNTS_SCHEMA),
+             pa.nulls(n, pa.string()), pa.nulls(n, pa.string()), pa.nulls(n, pa.int64()),
+             pa.nulls(n, pa.int64()), pa.repeat(pa.scalar("trx"), n)], schema=PASS_SCHEMA)
+    present = [c for c in cats if c is not None and c.num_rows]
+    if present and out.num_rows:
+        b = _buckets(pa.concat_tables(present), out)
+        n = b.num_rows
+        if n:
+            cols = {"source": b.column("source"), "format": b.column("format"),
+                    "archive_file": b.column("archive_file"), "bucket": b.column("bucket"),
+                    "n_records": b.column("n_records"), "n_bytes": b.column("n_bytes"),
+                    "_part": pa.repeat(pa.scalar("audit"), n)}
+            yield pa.RecordBatch.from_arrays(
+                [cols[f.name].combine_chunks() if f.name in cols and f.name != "_part"
+                 else cols[f.name] if f.name == "_part" else pa.nulls(n, f.type)
+                 for f in PASS_SCHEMA], schema=PASS_SCHEMA)
 
 
 def _stream(batches):
@@ -279,19 +414,29 @@ def _stream(batches):
         yield b.cast(TRX_COUNTS_SCHEMA) if b.schema != TRX_COUNTS_SCHEMA else b
 
 
+def _stream_buckets(batches):
+    """mapInArrow: ``stream_summarize(..., buckets=True)``."""
+    for b in stream_summarize(batches, buckets=True):
+        yield b.cast(PASS_SCHEMA) if b.schema != PASS_SCHEMA else b
+
+
 def row_partitions(spark, rows: int | None) -> int:
     """Shuffle partitions for about ``rows`` narrow rows keyed by transaction: at most
     ``ROWS_PER_TASK`` each, one per core when each gets ``MIN_ROWS_PER_TASK``, else fewer;
-    ``rows`` None: the session's shuffle partitions (AQE coalesces them). A count given to
+    more than the cores, a multiple of them (``sparkio.task_count``); ``rows`` None: the
+    session's shuffle partitions (AQE coalesces them). A count given to
     ``repartition`` is kept by AQE, which would coalesce tens of MB of narrow rows into one
     task and leave the other cores idle (docs/BENCHMARK.md, "Eighteenth session")."""
     if rows is None:
         return int(spark.conf.get("spark.sql.shuffle.partitions"))
-    cores = int(spark.sparkContext.defaultParallelism)
-    return max(1, min(cores, math.ceil(rows / MIN_ROWS_PER_TASK)), math.ceil(rows / ROWS_PER_TASK))
+    from ..sparkio import task_count
+
+    return task_count(rows, int(spark.sparkContext.defaultParallelism), ROWS_PER_TASK,
+                      MIN_ROWS_PER_TASK)
 
 
-def transaction_counts(events, reassembled=None, rows: int | None = None):
+def transaction_counts(events, reassembled=None, rows: int | None = None,
+                       buckets: bool = False):
     """events (EVENT_SCHEMA columns) -> one row per (source, trx_id): ``TRX_COLUMNS`` and
     ``event_count`` (``TRX_COUNTS_DDL``).
 
@@ -299,12 +444,15 @@ def transaction_counts(events, reassembled=None, rows: int | None = None):
     the changes reassembled from segments (source, trx_id, position), counted as changes.
     ``rows``: about how many rows the events hold (sizes the partitions: at most
     ``ROWS_PER_TASK`` each, one per core when each gets ``MIN_ROWS_PER_TASK``, else fewer);
-    without it, the session's shuffle partitions."""
+    without it, the session's shuffle partitions. ``buckets``: ``PASS_DDL`` rows, the
+    transactions (``_part = 'trx'``) and the audit's buckets of their rows read tonight
+    (``_part = 'audit'``, ``stream_summarize``)."""
     from pyspark.sql import functions as F
 
     kind = F.col("kind")
+    extra = AUDIT_COLUMNS if buckets else []
     narrow = events.filter(F.col("trx_id").isNotNull() & (kind != "carry")) \
-        .select(*NARROW_COLUMNS, F.lit(True).alias("_in_trx"))
+        .select(*NARROW_COLUMNS, *extra, F.lit(True).alias("_in_trx"))
     if reassembled is not None:
         narrow = narrow.unionByName(
             reassembled.filter(F.col("trx_id").isNotNull()).select(
@@ -313,9 +461,11 @@ def transaction_counts(events, reassembled=None, rows: int | None = None):
             allowMissingColumns=True)
     parts = row_partitions(events.sparkSession, rows)
     undo_first = F.when(F.col("_in_trx") & (kind == "undo"), F.lit(0)).otherwise(F.lit(1))
-    return narrow.repartition(parts, "source", "trx_id") \
-        .sortWithinPartitions("source", "trx_id", undo_first) \
-        .mapInArrow(_stream, TRX_COUNTS_DDL)
+    ordered = narrow.repartition(parts, "source", "trx_id") \
+        .sortWithinPartitions("source", "trx_id", undo_first)
+    if buckets:
+        return ordered.mapInArrow(_stream_buckets, PASS_DDL)
+    return ordered.mapInArrow(_stream, TRX_COUNTS_DDL)
 
-__all__ = ["TRX_COLUMNS", "TRX_COUNTS_DDL", "final", "merge", "partial", "row_partitions",
+__all__ = ["PASS_BUCKETS_DDL", "PASS_DDL", "TRX_COLUMNS", "TRX_COUNTS_DDL", "categories", "final", "merge", "partial", "row_partitions",
            "stream_summarize", "summarize", "transaction_counts"]

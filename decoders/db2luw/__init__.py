@@ -29,7 +29,8 @@ def archive_sort_key(name: str) -> str:
 # the decoder and the generator are imported on first use (the config and the DAG need
 # only the names above)
 _LAZY = {'decode': 'decoder', 'split': 'decoder', 'Synth': 'synth',
-         'resolve_transactions': 'resolve', 'resolve_scope': 'resolve'}
+         'resolve_transactions': 'resolve', 'resolve_scope': 'resolve',
+         'resolve_scope_table': 'resolve'}
 
 
 def __getattr__(name: str):

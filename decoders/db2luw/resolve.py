@@ -28,6 +28,16 @@ def resolve_scope():
     return (F.col("kind") == "undo") & (F.length("position") == V10_POSITION_DIGITS)
 
 
+def resolve_scope_table(table):
+    """``resolve_scope`` on an Arrow table or record batch (a boolean array, null where
+    Spark's predicate is null): the ordering's passes in Python tasks leave out the rows of
+    the scope as the DataFrame steps do (``dblog.ordering.hooks``)."""
+    import pyarrow.compute as pc
+
+    return pc.and_(pc.equal(table.column("kind"), "undo"),
+                   pc.equal(pc.utf8_length(table.column("position")), V10_POSITION_DIGITS))
+
+
 def resolve_transactions(events):
     """events -> events, with the pending v10 undo rows' ``undo_of`` filled in."""
     from pyspark.sql import Window

@@ -1,0 +1,210 @@
+"""The transactions pass on files (``dblog/ordering/trxfiles.py``) against the same pass in
+Spark (``transactions.transaction_counts(..., buckets=True)``): on random nights written as
+files of every role, and through ``dblog run`` on the sample night's six sources."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from dblog.ordering import filehook, trxfiles
+
+from tests.test_ordering_steps import TS, _random_audit_night, events, same
+
+TRX_COLS = ["source", "trx_id", "format", "status", "commit_position", "commit_ts", "user",
+            "begin_position", "capture_off", "undone", "event_count"]
+
+
+def _files(tmp, rows: list[dict]):
+    """The random night as the pass's inputs: tonight's rows in two events files, the rows
+    ``from_state`` as a held-state file of source s1 (no ``source`` column; the others'
+    held rows stay in an events-like file read with ``from_state`` from its column)."""
+    from decoders.events import EVENT_SCHEMA
+
+    def table(rs, schema):
+        return pa.table({f.name: pa.array([r.get(f.name) for r in rs], f.type) for f in schema})
+
+    tmp.mkdir(parents=True)
+    rows = [{"record_offset": 0, "record_index": 0, **r} for r in rows]
+    tonight = [r for r in rows if not r["from_state"]]
+    held_s1 = [r for r in rows if r["from_state"] and r["source"] == "s1"]
+    held_other = [r for r in rows if r["from_state"] and r["source"] != "s1"]
+    half = len(tonight) // 2
+    pq.write_table(table(tonight[:half], EVENT_SCHEMA), tmp / "part-0.parquet")
+    pq.write_table(table(tonight[half:], EVENT_SCHEMA), tmp / "part-1.parquet")
+    held_schema = pa.schema([f for f in EVENT_SCHEMA if f.name != "source"])
+    pq.write_table(table(held_s1, held_schema), tmp / "held-s1.parquet")
+    with_state = EVENT_SCHEMA.append(pa.field("from_state", pa.bool_()))
+    pq.write_table(table(held_other, with_state), tmp / "resolved.parquet")
+    seg = pa.table({"source": ["s1", "s2", "s1"], "trx_id": ["4", "5", None],
+                    "kind": ["change", "change", "change"], "position": ["0007", "0011", "0001"]})
+    pq.write_table(seg, tmp / "segments.parquet")
+    return [
+        {"path": str(tmp / "part-0.parquet"), "role": "rows", "source": None, "from_state": False},
+        {"path": str(tmp / "part-1.parquet"), "role": "rows", "source": None, "from_state": False},
+        {"path": str(tmp / "held-s1.parquet"), "role": "rows", "source": "s1", "from_state": True},
+        {"path": str(tmp / "resolved.parquet"), "role": "rows", "source": None, "from_state": None},
+        {"path": str(tmp / "segments.parquet"), "role": "segments", "source": None,
+         "from_state": False},
+    ]
+
+
+@pytest.mark.spark
+def test_the_pass_on_files_equals_the_pass_in_spark(spark, tmp_path):
+    """Random nights of every kind (held rows, reassembled changes, a compensated change,
+    rows of no transaction): the transactions and the audit's buckets the pass on files
+    writes equal those of the Spark pass over the same rows, in one bucket or many."""
+    from pyspark.sql import functions as F
+
+    from dblog.ordering.transactions import TRX_COUNTS_DDL, transaction_counts
+
+    for seed in (4, 9):
+        rows = [{**r, "commit_ts": TS if r.get("trx_end") == "commit" else None}
+                for r in _random_audit_night(seed)]
+        inputs = _files(tmp_path / f"in{seed}", rows)
+        ev = events(spark, rows)
+        re_df = spark.createDataFrame([("s1", "4", "0007"), ("s2", "5", "0011")],
+                                      "source STRING, trx_id STRING, position STRING")
+        want = transaction_counts(ev, re_df, buckets=True).cache()
+        want_trx = want.filter(F.col("_part") == "trx").select(*TRX_COLS)
+        want_b = want.filter(F.col("_part") == "audit") \
+            .groupBy("source", "format", "archive_file", "bucket") \
+            .agg(F.sum("n_records").alias("n"), F.sum("n_bytes").alias("nb"))
+        for n_rows in (10, 10_000_000):        # one bucket; 20 buckets
+            out = tmp_path / f"out{seed}-{n_rows}"
+            n = trxfiles.run(spark, inputs, out, tmp_path / "work", n_rows)
+            got_trx = spark.read.schema(TRX_COUNTS_DDL).parquet(str(out / trxfiles.TRX_PART))
+            assert n == got_trx.count() == want_trx.count() > 60
+            same(got_trx, want_trx, TRX_COLS)
+            got_b = spark.read.parquet(str(out / trxfiles.AUDIT_PART)) \
+                .groupBy("source", "format", "archive_file", "bucket") \
+                .agg(F.sum("n_records").alias("n"), F.sum("n_bytes").alias("nb"))
+            assert got_b.count() > 20
+            same(got_b, want_b)
+            assert not list((tmp_path / "work").iterdir())
+        want.unpersist()
+
+
+@pytest.mark.spark
+def test_the_pass_on_files_leaves_out_the_rows_a_hook_replaced(spark, tmp_path):
+    """``exclude`` leaves out a format's rows, ``scoped`` those in its hook's scope (the Db2
+    LUW v10 undo rows: ``kind = undo`` and a 32-digit position), as ``hooks.hooked_rows``."""
+    from dblog.ordering.transactions import TRX_COUNTS_DDL
+
+    v10 = "0" * 31 + "9"
+    rows = [
+        {"source": "s1", "format": "db2luw", "trx_id": "1", "kind": "change", "position": "0" * 32},
+        {"source": "s1", "format": "db2luw", "trx_id": "1", "kind": "undo", "position": v10,
+         "undo_of": "0" * 32},
+        {"source": "s1", "format": "db2luw", "trx_id": "1", "kind": "commit", "position": "1" * 32,
+         "trx_end": "commit", "commit_position": "1" * 32},
+        {"source": "s2", "format": "informix", "trx_id": "7", "kind": "change", "position": "5"},
+        {"source": "s3", "format": "rdb", "trx_id": "8", "kind": "undo", "position": v10,
+         "undo_of": "x"},
+    ]
+    tmp = tmp_path / "in"
+    tmp.mkdir()
+    from decoders.events import EVENT_SCHEMA
+    pq.write_table(pa.table({f.name: pa.array([r.get(f.name) for r in rows], f.type)
+                             for f in EVENT_SCHEMA}), tmp / "part-0.parquet")
+    spec = {"path": str(tmp / "part-0.parquet"), "role": "rows", "source": None,
+            "from_state": False, "exclude": ["informix"], "scoped": ["db2luw"]}
+    trxfiles.run(spark, [spec], tmp_path / "out", tmp_path / "work", 5)
+    got = {(r["source"], r["trx_id"]): (r["event_count"], r["undone"]) for r in
+           spark.read.schema(TRX_COUNTS_DDL).parquet(str(tmp_path / "out" / trxfiles.TRX_PART))
+           .collect()}
+    # s1's undo row is the hook's (left out here): its change is published; s2 is gone; s3's
+    # undo row is of another format, kept
+    assert got == {("s1", "1"): (1, None), ("s3", "8"): (0, ["x"])}
+
+
+@pytest.mark.spark
+def test_a_transaction_too_big_stops_the_pass_on_files_before_it_writes(spark, tmp_path,
+                                                                        monkeypatch):
+    inputs = _files(tmp_path / "in", _random_audit_night(2))
+    monkeypatch.setattr(filehook, "MAX_BUCKET_ROWS", 5)
+    with pytest.raises(filehook.TooBig, match="one transaction has too many rows"):
+        trxfiles.run(spark, inputs, tmp_path / "out", tmp_path / "work", 10)
+    assert not filehook.parquet_files(tmp_path / "out")
+    assert not list((tmp_path / "work").iterdir())
+
+
+@pytest.mark.spark
+def test_dblog_run_publishes_the_same_with_the_pass_on_files_and_in_spark(spark, tmp_path,
+                                                                          monkeypatch):
+    """The sample night's six sources (every format; Db2 LUW v10 with the scoped DataFrame
+    hook, Informix with the hook on files, Log Master with segments), two nights with
+    transactions open across them and a damaged archive: every published dataset and the
+    held state are the same with the transactions pass on files and in Spark, which runs
+    after the pass on files found a transaction too big."""
+    import shutil
+
+    import yaml
+    from chispa import assert_df_equality
+
+    from dblog.ordering import stage
+    from tests.test_pipeline import run, synth
+
+    from tests.conftest import REPO, write_config
+
+    doc = yaml.safe_load((REPO / "include" / "sources.yaml").read_text())
+    config = write_config(tmp_path, [{k: v for k, v in s.items() if k != "catalog"}
+                                     for s in doc["sources"]])
+    dates = ["2026-11-05", "2026-11-06"]
+    calls, hooked, in_spark = [], [], []
+    real_run, real_inputs = trxfiles.run, stage.trx_inputs
+    real_counts = stage.transaction_counts
+
+    def counted(*a, **k):
+        calls.append(1)
+        return real_run(*a, **k)
+
+    def inputs(manifest, run_dir, work, report, segments):
+        hooked.append((dict(report), segments))
+        return real_inputs(manifest, run_dir, work, report, segments)
+
+    def spark_pass(*a, **k):
+        in_spark.append(1)
+        return real_counts(*a, **k)
+
+    monkeypatch.setattr(trxfiles, "run", counted)
+    monkeypatch.setattr(stage, "trx_inputs", inputs)
+    monkeypatch.setattr(stage, "transaction_counts", spark_pass)
+    roots = {"files": tmp_path / "files"}
+    synth(config, roots["files"], dates[0], days=2, trx=40, seed=3)
+    night = roots["files"] / "landing" / "pos_solid" / dates[1]
+    archive = sorted(night.iterdir())[0]
+    data = bytearray(archive.read_bytes())
+    data[len(data) // 2] = ord("#")
+    archive.write_bytes(bytes(data))
+    roots["too_big"] = tmp_path / "too_big"
+    shutil.copytree(roots["files"], roots["too_big"])
+    for how, root in roots.items():
+        with monkeypatch.context() as m:
+            if how == "too_big":        # the pass on files gives up: the Spark pass runs
+                m.setattr(filehook, "MAX_BUCKET_ROWS", 30)
+            before = len(calls), len(in_spark)
+            for d in dates:
+                assert run(config, root, d) == 0
+            assert len(calls) - before[0] == 2, how
+            assert len(in_spark) - before[1] == (0 if how == "files" else 2), how
+    # the Informix hook ran on files, the Db2 LUW v10 hook on DataFrames (its scope's rows
+    # left out of the files), the Log Master groups were reassembled
+    assert all(h["on_files"] == ["informix"] and h["on_frames"] == ["db2luw"] and seg
+               for h, seg in hooked[:2]), hooked
+    for ds in ("changes", "transactions", "audit", "quarantine"):
+        frames = {how: spark.read.parquet(str(root / "published" / ds)).drop("run_id")
+                  for how, root in roots.items()}
+        assert frames["files"].count() > 0
+        assert_df_equality(frames["files"], frames["too_big"], ignore_row_order=True,
+                           ignore_column_order=True)
+    sources = [s["name"] for s in doc["sources"]]
+    for d in dates:
+        held = {}
+        for how, root in roots.items():
+            held[how] = {s: sorted(map(str, pq.ParquetDataset(
+                str(root / "published" / "state" / s / d / "held")).read().to_pylist()))
+                for s in sources if (root / "published" / "state" / s / d / "held").exists()}
+        assert held["files"] == held["too_big"]
+    assert any(held["files"].values()), "the generator leaves transactions open"
