@@ -41,13 +41,46 @@ def _files(tmp, rows: list[dict]):
                     "kind": ["change", "change", "change"], "position": ["0007", "0011", "0001"]})
     pq.write_table(seg, tmp / "segments.parquet")
     return [
-        {"path": str(tmp / "part-0.parquet"), "role": "rows", "source": None, "from_state": False},
-        {"path": str(tmp / "part-1.parquet"), "role": "rows", "source": None, "from_state": False},
-        {"path": str(tmp / "held-s1.parquet"), "role": "rows", "source": "s1", "from_state": True},
-        {"path": str(tmp / "resolved.parquet"), "role": "rows", "source": None, "from_state": None},
+        {"path": str(tmp / "part-0.parquet"), "role": "rows", "source": None, "from_state": False,
+         "fid": 0},
+        {"path": str(tmp / "part-1.parquet"), "role": "rows", "source": None, "from_state": False,
+         "fid": 1},
+        {"path": str(tmp / "held-s1.parquet"), "role": "rows", "source": "s1", "from_state": True,
+         "fid": 2},
+        {"path": str(tmp / "resolved.parquet"), "role": "rows", "source": None, "from_state": None,
+         "fid": 3},
         {"path": str(tmp / "segments.parquet"), "role": "segments", "source": None,
-         "from_state": False},
+         "from_state": False, "fid": 4},
     ]
+
+
+def _published_in_order(inputs, out):
+    """The pass's published changes (``_part=pub``) checked against the rows they name:
+    per transaction, ``event_seq`` 1..n in the order of ``sequence.event_seq``'s keys
+    (nulls first); returns {(source, trx_id): n}."""
+    rows = {}
+    for x in inputs:
+        t = pq.read_table(x["path"]).to_pylist()
+        for i, r in enumerate(t):
+            rows[(x["fid"], i)] = r
+    pub = pa.concat_tables([pq.read_table(f) for f in filehook.parquet_files(out / trxfiles.PUB_PART)])
+    by_trx = {}
+    for p in pub.to_pylist():
+        r = rows[(p["_fid"], p["_row"])]
+        assert r["kind"] == "change" and r["trx_id"] == p["trx_id"]
+        by_trx.setdefault((p["source"], p["trx_id"]), []).append((p["event_seq"], r))
+
+    def key(r):
+        k = r.get("trx_order") if r.get("trx_order") is not None else r.get("position")
+        return tuple((v is not None, v) for v in (k, r.get("position"), r.get("archive_file"),
+                                                   r.get("record_index")))
+
+    for changes in by_trx.values():
+        changes.sort(key=lambda c: c[0])
+        assert [c[0] for c in changes] == list(range(1, len(changes) + 1))
+        keys = [key(c[1]) for c in changes]
+        assert keys == sorted(keys)
+    return {k: len(v) for k, v in by_trx.items()}
 
 
 @pytest.mark.spark
@@ -73,10 +106,14 @@ def test_the_pass_on_files_equals_the_pass_in_spark(spark, tmp_path):
             .agg(F.sum("n_records").alias("n"), F.sum("n_bytes").alias("nb"))
         for n_rows in (10, 10_000_000):        # one bucket; 20 buckets
             out = tmp_path / f"out{seed}-{n_rows}"
-            n = trxfiles.run(spark, inputs, out, tmp_path / "work", n_rows)
+            _, n = trxfiles.run(spark, inputs, out, tmp_path / "work", n_rows)
             got_trx = spark.read.schema(TRX_COUNTS_DDL).parquet(str(out / trxfiles.TRX_PART))
             assert n == got_trx.count() == want_trx.count() > 60
             same(got_trx, want_trx, TRX_COLS)
+            # the published changes: as many per transaction as its event_count, in order
+            counts = {(r["source"], r["trx_id"]): r["event_count"]
+                      for r in want_trx.collect() if r["event_count"]}
+            assert _published_in_order(inputs, out) == counts and len(counts) > 10
             got_b = spark.read.parquet(str(out / trxfiles.AUDIT_PART)) \
                 .groupBy("source", "format", "archive_file", "bucket") \
                 .agg(F.sum("n_records").alias("n"), F.sum("n_bytes").alias("nb"))
@@ -109,7 +146,7 @@ def test_the_pass_on_files_leaves_out_the_rows_a_hook_replaced(spark, tmp_path):
     pq.write_table(pa.table({f.name: pa.array([r.get(f.name) for r in rows], f.type)
                              for f in EVENT_SCHEMA}), tmp / "part-0.parquet")
     spec = {"path": str(tmp / "part-0.parquet"), "role": "rows", "source": None,
-            "from_state": False, "exclude": ["informix"], "scoped": ["db2luw"]}
+            "from_state": False, "exclude": ["informix"], "scoped": ["db2luw"], "fid": 0}
     trxfiles.run(spark, [spec], tmp_path / "out", tmp_path / "work", 5)
     got = {(r["source"], r["trx_id"]): (r["event_count"], r["undone"]) for r in
            spark.read.schema(TRX_COUNTS_DDL).parquet(str(tmp_path / "out" / trxfiles.TRX_PART))
@@ -160,9 +197,9 @@ def test_dblog_run_publishes_the_same_with_the_pass_on_files_and_in_spark(spark,
         calls.append(1)
         return real_run(*a, **k)
 
-    def inputs(manifest, run_dir, work, report, segments):
+    def inputs(manifest, run_dir, work, report, segments, files):
         hooked.append((dict(report), segments))
-        return real_inputs(manifest, run_dir, work, report, segments)
+        return real_inputs(manifest, run_dir, work, report, segments, files)
 
     def spark_pass(*a, **k):
         in_spark.append(1)

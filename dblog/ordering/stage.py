@@ -222,16 +222,17 @@ def write_trx_counts(spark, ev, groups, work: Path, rows: int | None = None,
     many rows ``ev`` holds (sizes the step's partitions). ``inputs``: the files holding
     ``ev``'s rows (``trx_inputs``): the pass runs on them in Python tasks (``trxfiles``)
     unless a transaction is too big for that. Returns the transactions read back, their
-    rows (from the Parquet footers: no job) and the buckets read back."""
+    rows (from the Parquet footers: no job), the buckets read back, and the pass's bucket
+    count when it ran on the files (None in Spark): its published changes are then in
+    ``_part=pub`` (``trxfiles.published``)."""
     base = work / "trx_counts"
-    done = False
+    n_buckets = None
     if inputs is not None:
         try:
-            trxfiles.run(spark, inputs, base, work, rows or 0)
-            done = True
+            n_buckets, _ = trxfiles.run(spark, inputs, base, work, rows or 0)
         except filehook.TooBig as exc:
             log.warning("%s; running the transactions pass in Spark instead", exc)
-    if not done:
+    if n_buckets is None:
         reassembled = None if groups is None else reassembled_changes(groups).select(
             "source", "trx_id", "position")
         df = transaction_counts(ev, reassembled, rows, buckets=True)
@@ -247,19 +248,19 @@ def write_trx_counts(spark, ev, groups, work: Path, rows: int | None = None,
     trx, buckets = out
     folder = base / trxfiles.TRX_PART
     n_trx = parquet_rows(folder) if folder.is_dir() else 0
-    return trx, n_trx, buckets
+    return trx, n_trx, buckets, n_buckets
 
 
 def trx_inputs(manifest: dict, run_dir: Path, work: Path, hooked: dict,
-               segments: bool) -> list[dict] | None:
+               segments: bool, files: SourceFiles) -> list[dict] | None:
     """The files of the rows the transactions pass reads (``trxfiles.run``): the decoded
     events and the rows held from earlier nights, without the rows a hook replaced
     (``hooked``, ``resolve``'s report: a hook on files or without a scope replaced its
     format's rows, a DataFrame hook with a scope those in it), the hooks' output
     (``ordering/resolved``) and with ``segments`` the reassembled groups
-    (``ordering/segments``). None when the rows cannot be told apart in Arrow (a scope
-    without ``resolve_scope_table``) or the events folder is not the flat folder of files
-    the decode writes."""
+    (``ordering/segments``), each with its number in ``files`` (``fid``). None when the rows
+    cannot be told apart in Arrow (a scope without ``resolve_scope_table``), the events
+    folder is not the flat folder of files the decode writes, or a file was not numbered."""
     on_files, on_frames = list(hooked.get("on_files", ())), list(hooked.get("on_frames", ()))
     scoped = [f for f in on_frames if has_scope(f)]
     if any(scope_table(f) is None for f in scoped):
@@ -281,7 +282,10 @@ def trx_inputs(manifest: dict, run_dir: Path, work: Path, hooked: dict,
     if segments:
         out += [{"path": p, "role": "segments", "source": None, "from_state": False}
                 for p in filehook.parquet_files((Path(work) / "segments").resolve())]
-    return out
+    fids = {p: i for i, p in enumerate(files.paths)}
+    if any(x["path"] not in fids for x in out):
+        return None
+    return [{**x, "fid": fids[x["path"]]} for x in out]
 
 
 def parquet_rows(where: str | Path) -> int:
@@ -302,10 +306,12 @@ def event_rows(manifest: dict, run_dir: Path) -> int:
     return sum(parquet_rows(f) for f in folders if f.is_dir())
 
 
-def rank_transactions(spark, trx, work: Path, n_trx: int | None = None):
+def rank_transactions(spark, trx, work: Path, n_trx: int | None = None,
+                      n_buckets: int | None = None):
     """``ordering/trx``: ``trx_counts`` with, for the transactions that get a ``commit_seq``,
     their range partition and index (``sequence``); ``n_trx``: the rows of ``trx`` (sizes the
-    range partitions, ``sequence.rank_partitions``)."""
+    range partitions, ``sequence.rank_partitions``). ``n_buckets``: written by the
+    transactions pass's bucket (``trxfiles.bucket_column``: ``_bucket=<b>``)."""
     from pyspark.sql import functions as F
 
     parts = None if n_trx is None else sequence.rank_partitions(n_trx)
@@ -314,7 +320,13 @@ def rank_transactions(spark, trx, work: Path, n_trx: int | None = None):
         .withColumn("seq_part", F.lit(None).cast("int")) \
         .withColumn("seq_local", F.lit(None).cast("long"))
     path = str(work / "trx")
-    _write(ranked.unionByName(rest), path)
+    out = ranked.unionByName(rest)
+    if n_buckets is None:
+        _write(out, path)
+    else:
+        out.withColumn(trxfiles.BUCKET, trxfiles.bucket_column(n_buckets)).write \
+            .mode("overwrite").partitionBy(trxfiles.BUCKET) \
+            .options(**parquet_options(out.columns)).parquet(path)
     return spark.read.parquet(path)
 
 
@@ -347,9 +359,10 @@ def order_stage(spark, manifest: dict, run_dir: Path) -> dict:
     groups = write_segments(spark, ev, manifest, work, files)
     n_rows = event_rows(manifest, run_dir)
     # the transactions pass on the files when the rows are theirs as written (no row marked)
-    inputs = trx_inputs(manifest, run_dir, work, hooked, groups is not None) \
+    inputs = trx_inputs(manifest, run_dir, work, hooked, groups is not None, files) \
         if read is decoded else None
-    trx_counts, n_trx, pass_buckets = write_trx_counts(spark, ev, groups, work, n_rows, inputs)
+    trx_counts, n_trx, pass_buckets, n_buckets = write_trx_counts(spark, ev, groups, work,
+                                                                  n_rows, inputs)
     # a night of few transactions joins them by broadcast: the rows are not shuffled for it
     few = n_trx <= TRX_BROADCAST_MAX
 
@@ -383,7 +396,7 @@ def order_stage(spark, manifest: dict, run_dir: Path) -> dict:
         """The commit_seq chain: rank, the one collect (rows per range partition and
         source, their published changes, open transactions), then the outputs that need
         ``commit_seq`` or the open transactions' count."""
-        trx = rank_transactions(spark, trx_counts, work, n_trx)
+        trx = rank_transactions(spark, trx_counts, work, n_trx, n_buckets)
         small.extend(trx.groupBy("seq_part", "source").agg(
             F.count(F.lit(1)).alias("n"), F.min("seq_local").alias("first_local"),
             F.sum(F.when(F.col("seq_part").isNotNull(), F.col("event_count")).otherwise(0))
@@ -412,20 +425,28 @@ def order_stage(spark, manifest: dict, run_dir: Path) -> dict:
         seq_rows = seq_columns(sequence.event_seq(published))
         out_trx = trx.filter(F.col("status") != "open").select(*_columns(TRANSACTION_COLUMNS, night))
         held = held_rows(ev, trx.filter(F.col("status") == "open"),
-                         broadcast=n_open <= OPEN_BROADCAST_MAX)
+                         broadcast=n_open <= OPEN_BROADCAST_MAX) if n_buckets is None else None
 
         def changes_job() -> None:
-            _deferred(seq_rows, work / SEQ, (FID,))()
+            if n_buckets is None:
+                _deferred(seq_rows, work / SEQ, (FID,))()
+            else:           # the pass published them by bucket: only the commit_seq to add
+                trxfiles.sequence(spark, work / "trx_counts", work / "trx",
+                                  sequence.partition_offsets(counts, seq_base), n_buckets,
+                                  work / SEQ)
             written.update(write_changes(spark, files, work / SEQ, run_dir / CHANGES, run_id, date))
 
         run_concurrently([
             changes_job,
             _deferred(out_trx, run_dir / TRANSACTIONS, by_night),
-            _deferred(held, state_dir / HELD_DIR, ("source",)),
+            *([] if held is None else [_deferred(held, state_dir / HELD_DIR, ("source",))]),
         ])
 
     run_concurrently([
         sequenced,
+        # the pass on files named the held rows: taken from their files beside the ranking
+        *([] if n_buckets is None else [
+            lambda: trxfiles.hold(spark, work / "trx_counts", inputs, state_dir / HELD_DIR)]),
         _deferred(out_audit, run_dir / AUDIT, by_night),
         _deferred(out_q, run_dir / QUARANTINE, by_night),
         _deferred(carry_rows(ev), state_dir / CARRY_DIR, ("source",)),

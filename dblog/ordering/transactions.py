@@ -312,14 +312,28 @@ PASS_BUCKETS_DDL = ("source STRING, format STRING, archive_file STRING, bucket S
 CHANGE, COMPENSATED, OTHER = "change", "compensated", "other"
 
 
-def categories(rows: pa.Table) -> pa.Table:
+def compensated(rows: pa.Table):
+    """Mask of the changes of ``rows`` an undo row of their transaction in ``rows`` undoes
+    (its ``undo_of`` is their ``position``)."""
+    change = pc.fill_null(pc.equal(rows.column("kind"), "change"), False)
+    targets = _distinct_targets(rows.filter(_undo_rows(rows)))
+    index = pa.table({**{k: rows.column(k) for k in KEYS}, "position": rows.column("position"),
+                      "_i": pa.array(np.arange(rows.num_rows, dtype=np.int64))})
+    hit = index.filter(change).join(targets, [*KEYS, "position"], [*KEYS, "undo_of"],
+                                    join_type="left semi", use_threads=False).column("_i")
+    out = np.zeros(rows.num_rows, dtype=bool)
+    out[hit.to_numpy()] = True
+    return pa.array(out)
+
+
+def categories(rows: pa.Table, undone=None) -> pa.Table:
     """The rows the audit counts (tonight's rows of a transaction, not a segment piece; a
     change only when it is one record's, not reassembled: ``audit.row_buckets``), not read
     before (``_seen``) -> ``CATEGORY_SCHEMA``: records and bytes per (source, trx_id,
     format, archive_file, category). Categories: ``quarantined``, ``skipped:<rule>``, a
     change ``compensated`` by an undo row of its transaction in ``rows`` or not
     (``change``), ``other``; the bucket follows from the transaction's outcome
-    (``_buckets``)."""
+    (``_buckets``). ``undone``: ``compensated(rows)``, when the caller has it."""
     kind = rows.column("kind")
     change = pc.fill_null(pc.equal(kind, "change"), False)
     counted = pc.and_(pc.and_(pc.fill_null(rows.column("_in_trx"), False),
@@ -330,17 +344,10 @@ def categories(rows: pa.Table) -> pa.Table:
     one_record = pc.and_(pc.is_null(rows.column("seg_key")),
                          pc.fill_null(pc.greater(rows.column("n_records"), 0), False))
     counted = pc.fill_null(pc.and_(counted, pc.or_(pc.invert(change), one_record)), False)
-    # compensated: an undo row of the transaction (here, before it) targets its position
-    targets = _distinct_targets(rows.filter(_undo_rows(rows)))
-    index = pa.table({**{k: rows.column(k) for k in KEYS}, "position": rows.column("position"),
-                      "_i": pa.array(np.arange(rows.num_rows, dtype=np.int64))})
-    hit = index.filter(change).join(targets, [*KEYS, "position"], [*KEYS, "undo_of"],
-                                    join_type="left semi", use_threads=False).column("_i")
-    compensated = np.zeros(rows.num_rows, dtype=bool)
-    compensated[hit.to_numpy()] = True
+    undone = compensated(rows) if undone is None else undone
     cat = pc.if_else(pc.equal(kind, "quarantine"), "quarantined",
           pc.if_else(pc.equal(kind, "skip"), pc.binary_join_element_wise("skipped:", rows.column("rule"), ""),
-          pc.if_else(change, pc.if_else(pa.array(compensated), COMPENSATED, CHANGE), OTHER)))
+          pc.if_else(change, pc.if_else(undone, COMPENSATED, CHANGE), OTHER)))
     t = pa.table({"source": rows.column("source"), "trx_id": rows.column("trx_id"),
                   "format": rows.column("format"), "archive_file": rows.column("archive_file"),
                   "cat": cat, "n": pc.cast(rows.column("n_records"), pa.int64()),
@@ -467,5 +474,6 @@ def transaction_counts(events, reassembled=None, rows: int | None = None,
         return ordered.mapInArrow(_stream_buckets, PASS_DDL)
     return ordered.mapInArrow(_stream, TRX_COUNTS_DDL)
 
-__all__ = ["PASS_BUCKETS_DDL", "PASS_DDL", "TRX_COLUMNS", "TRX_COUNTS_DDL", "categories", "final", "merge", "partial", "row_partitions",
+__all__ = ["PASS_BUCKETS_DDL", "PASS_DDL", "TRX_COLUMNS", "TRX_COUNTS_DDL", "categories",
+           "compensated", "final", "merge", "partial", "row_partitions",
            "stream_summarize", "summarize", "transaction_counts"]

@@ -41,17 +41,28 @@ from decoders.events import EVENT_SCHEMA
 from ..decode import hidden_temp
 from . import filehook
 from .hooks import scope_table
-from .transactions import (AUDIT_COLUMNS, NARROW_COLUMNS, TRX_COUNTS_SCHEMA, _buckets,
-                           categories, final, partial)
+from .transactions import (AUDIT_COLUMNS, KEYS, NARROW_COLUMNS, TRX_COUNTS_SCHEMA, _buckets,
+                           categories, compensated, final, partial)
+from .wide import FID, ROW, SEQ_COLUMNS
 
-COLUMNS = list(dict.fromkeys([*NARROW_COLUMNS, *AUDIT_COLUMNS]))
+# the columns of ``event_seq``'s order beside the pass's, and each row's file and index in
+# it (``wide``: the published rows are taken from their files by those)
+ORDER_COLUMNS = ["trx_order", "record_index"]
+COLUMNS = list(dict.fromkeys([*NARROW_COLUMNS, *AUDIT_COLUMNS, *ORDER_COLUMNS]))
 _TYPES = {f.name: f.type for f in EVENT_SCHEMA}
 SPLIT_SCHEMA = pa.schema([(c, pa.bool_() if c == "from_state" else _TYPES[c]) for c in COLUMNS]
-                         + [("_in_trx", pa.bool_())])
+                         + [("_in_trx", pa.bool_()), (FID, pa.int32()), (ROW, pa.int64())])
+PUB_SCHEMA = pa.schema([(FID, pa.int32()), (ROW, pa.int64()), ("source", pa.string()),
+                        ("trx_id", pa.string()), ("event_seq", pa.int32())])
+SEQ_SCHEMA = pa.schema([(ROW, pa.int64()), ("source", pa.string()), ("commit_seq", pa.int64()),
+                        ("event_seq", pa.int32()), ("commit_position", pa.string()),
+                        ("commit_ts", pa.timestamp("us", tz="UTC"))])
+assert SEQ_SCHEMA.names == SEQ_COLUMNS
 BUCKETS_SCHEMA = pa.schema([("source", pa.string()), ("format", pa.string()),
                             ("archive_file", pa.string()), ("bucket", pa.string()),
                             ("n_records", pa.int64()), ("n_bytes", pa.int64())])
-TRX_PART, AUDIT_PART = "_part=trx", "_part=audit"
+TRX_PART, AUDIT_PART, PUB_PART, HELD_PART = "_part=trx", "_part=audit", "_part=pub", "_part=held"
+BUCKET = "_bucket"
 
 
 def _crc(values: pa.Array):
@@ -70,10 +81,11 @@ def buckets_of(batch: pa.RecordBatch, n: int):
     return (_crc(batch.column("source")) + _crc(batch.column("trx_id"))) % n
 
 
-def _conform(batch: pa.RecordBatch, spec: dict) -> pa.RecordBatch:
+def _conform(batch: pa.RecordBatch, spec: dict, first_row: int) -> pa.RecordBatch:
     """A batch read from an input file -> the rows of a transaction, ``SPLIT_SCHEMA``: as
     ``transaction_counts`` selects them (``segments``: the reassembled changes, counted as
-    changes, no part of their transaction's outcome)."""
+    changes, no part of their transaction's outcome). ``first_row``: the index of the batch's
+    first row in its file."""
     n = batch.num_rows
     names = batch.schema.names
     segments = spec["role"] == "segments"
@@ -87,7 +99,12 @@ def _conform(batch: pa.RecordBatch, spec: dict) -> pa.RecordBatch:
         name = f.name
         if name == "_in_trx":
             col = pa.repeat(pa.scalar(not segments), n)
-        elif segments and name not in ("source", "trx_id", "kind", "position"):
+        elif name == FID:
+            col = pa.repeat(pa.scalar(spec.get("fid"), pa.int32()), n)
+        elif name == ROW:
+            col = pa.array(range(first_row, first_row + n), pa.int64())
+        elif segments and name not in ("source", "trx_id", "kind", "position", "archive_file",
+                                       *ORDER_COLUMNS):
             col = pa.nulls(n, f.type)
         elif name == "source" and spec.get("source") is not None:
             col = pa.repeat(pa.scalar(spec["source"], pa.string()), n)
@@ -120,10 +137,15 @@ def split_file(spec: dict) -> tuple[int, dict]:
     n = int(spec["buckets"])
     pf = pq.ParquetFile(spec["path"])
     cols = [c for c in pf.schema_arrow.names if c in SPLIT_SCHEMA.names]
-    batches = (_conform(b, spec) for b in pf.iter_batches(batch_size=filehook.BATCH_ROWS,
-                                                          columns=cols))
+
+    def batches():
+        first = 0
+        for b in pf.iter_batches(batch_size=filehook.BATCH_ROWS, columns=cols):
+            yield _conform(b, spec, first)
+            first += b.num_rows
+
     return filehook.write_split(os.path.join(spec["out"], f"{int(spec['task']):05d}.arrow"),
-                                SPLIT_SCHEMA, batches, lambda b: buckets_of(b, n))
+                                SPLIT_SCHEMA, batches(), lambda b: buckets_of(b, n))
 
 
 def _write(table: pa.Table, final_path: str) -> None:
@@ -138,17 +160,66 @@ def _write(table: pa.Table, final_path: str) -> None:
             os.unlink(tmp)
 
 
+def published(rows: pa.Table, trx: pa.Table, undone) -> pa.Table:
+    """The changes a bucket publishes, ``PUB_SCHEMA``: those of a transaction with published
+    changes (``event_count`` > 0: committed, not ``capture_off``) that no undo row of it
+    undoes (``undone``: a mask over ``rows``), each with its ``event_seq``: its rank among
+    them by (``coalesce(trx_order, position)``, ``position``, ``archive_file``,
+    ``record_index``), nulls first (``sequence.event_seq``)."""
+    import numpy as np
+
+    change = pc.fill_null(pc.equal(rows.column("kind"), "change"), False)
+    cand = rows.filter(pc.and_(change, pc.invert(undone))).select(
+        [*KEYS, "trx_order", "position", "archive_file", "record_index", FID, ROW])
+    numbered = trx.filter(pc.greater(trx.column("event_count"), 0)).select(KEYS)
+    cand = cand.join(numbered, KEYS, join_type="left semi", use_threads=False)
+    n = cand.num_rows
+    if n == 0:
+        return PUB_SCHEMA.empty_table()
+    cand = cand.append_column("_k", pc.coalesce(cand.column("trx_order"), cand.column("position")))
+    order = pc.sort_indices(cand, sort_keys=[("source", "ascending"), ("trx_id", "ascending"),
+                                             ("_k", "ascending"), ("position", "ascending"),
+                                             ("archive_file", "ascending"),
+                                             ("record_index", "ascending")],
+                            null_placement="at_start")
+    cand = cand.take(order)
+    src, trx_id = cand.column("source").combine_chunks(), cand.column("trx_id").combine_chunks()
+    same = pc.and_(pc.equal(src.slice(1), src.slice(0, n - 1)),
+                   pc.equal(trx_id.slice(1), trx_id.slice(0, n - 1)))
+    first = np.concatenate([[True], ~pc.fill_null(same, False).to_numpy(zero_copy_only=False)])
+    starts = np.flatnonzero(first)
+    run_start = np.repeat(starts, np.diff(np.append(starts, n)))
+    seq = (np.arange(n) - run_start + 1).astype(np.int32)
+    return pa.table([cand.column(FID), cand.column(ROW), src, trx_id, pa.array(seq)],
+                    schema=PUB_SCHEMA)
+
+
 def summarize_bucket(spec: dict) -> int:
     """Summarise task: ``spec`` (bucket, parts, out) -> its transactions written to
-    ``<out>/_part=trx/part-<bucket>.parquet`` and the buckets of their rows to
-    ``<out>/_part=audit/part-<bucket>.parquet``; returns the transactions."""
+    ``<out>/_part=trx/part-<bucket>.parquet``, the buckets of their rows to
+    ``<out>/_part=audit/...`` and the changes it publishes to ``<out>/_part=pub/...``;
+    returns the transactions."""
     rows = filehook.read_bucket(spec["parts"], SPLIT_SCHEMA)
     rows = rows.append_column("_seen", pa.repeat(pa.scalar(False), rows.num_rows))
     trx = final(partial(rows)).cast(TRX_COUNTS_SCHEMA)
-    buckets = _buckets(categories(rows), trx).cast(BUCKETS_SCHEMA)
+    undone = compensated(rows)
+    buckets = _buckets(categories(rows, undone), trx).cast(BUCKETS_SCHEMA)
     name = f"part-{int(spec['bucket']):05d}.parquet"
     _write(trx, os.path.join(spec["out"], TRX_PART, name))
     _write(buckets, os.path.join(spec["out"], AUDIT_PART, name))
+    _write(published(rows, trx, undone), os.path.join(spec["out"], PUB_PART, name))
+    # the rows of the transactions still open, but quarantine rows (``state.held_rows``)
+    # and the reassembled changes (the next night reassembles their pieces again)
+    kept = pc.fill_null(pc.and_(rows.column("_in_trx"),
+                                pc.not_equal(rows.column("kind"), "quarantine")), False)
+    held = rows.filter(kept).select([FID, ROW, *KEYS]).join(
+        trx.filter(pc.equal(trx.column("status"), "open")).select(KEYS), KEYS,
+        join_type="left semi", use_threads=False)
+    fids = held.column(FID)
+    for fid in pc.unique(fids).to_pylist():
+        folder = os.path.join(spec["out"], HELD_PART, f"{FID}={int(fid)}")
+        os.makedirs(folder, exist_ok=True)
+        _write(held.filter(pc.equal(fids, fid)).select([ROW]), os.path.join(folder, name))
     return trx.num_rows
 
 
@@ -158,21 +229,215 @@ def run(spark, inputs: list[dict], out_dir: Path, work: Path, rows: int) -> int:
     scoped: formats whose rows in their hook's scope are left out, ``resolve_scope_table``
     on the pass's columns),
     about ``rows`` rows in all -> ``out_dir/_part=trx`` and ``out_dir/_part=audit``
-    (replaced). Returns the transactions. Raises ``filehook.TooBig`` before writing."""
+    and ``out_dir/_part=pub`` (replaced). Returns (the bucket count, the transactions).
+    Raises ``filehook.TooBig`` before writing."""
     import shutil
 
     n = filehook.bucket_count(rows, int(spark.sparkContext.defaultParallelism))
     out_dir = Path(out_dir)
     if out_dir.exists():
         shutil.rmtree(out_dir)
-    for part in (TRX_PART, AUDIT_PART):
+    for part in (TRX_PART, AUDIT_PART, PUB_PART, HELD_PART):
         (out_dir / part).mkdir(parents=True)
-    return filehook.split_then_run(
+    return n, filehook.split_then_run(
         spark, "transactions", [{**x, "buckets": n} for x in inputs], split_file,
         Path(work) / "buckets-trx", n, summarize_bucket,
         lambda b, parts: {"bucket": b, "parts": parts, "out": str(out_dir)},
         "one transaction has too many rows to summarise in memory", "summarise")
 
 
-__all__ = ["BUCKETS_SCHEMA", "SPLIT_SCHEMA", "buckets_of", "run", "split_file",
-           "summarize_bucket"]
+# ----------------------------------------------------------------- held state
+
+def hold_file(spec: dict) -> int:
+    """Held-state task: ``spec`` (fid, path, source: the file's source when it has no such
+    column, ids: the folder of its held rows' indexes, out) -> those rows of the file, every
+    event column, written as ``<out>/source=<S>/part-<fid>.parquet`` (as Spark writes the
+    held state: no ``source`` column). Returns the rows written; raises when an index is
+    repeated or past the file's rows."""
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    from decoders.events import EVENT_COLUMNS
+
+    from ..mirror import escape_path_name
+
+    ids = pa.concat_tables([pq.read_table(f) for f in filehook.parquet_files(spec["ids"])])
+    rows = np.sort(ids.column(ROW).to_numpy())
+    if len(rows) > 1 and np.any(np.diff(rows) <= 0):
+        raise RuntimeError(f"ordering: a held row of {spec['path']} is named twice")
+    schema = pa.schema([f for f in EVENT_SCHEMA if f.name != "source"])
+    pf = pq.ParquetFile(spec["path"])
+    names = pf.schema_arrow.names
+    cols = [c for c in EVENT_COLUMNS if c in names]
+    writers: dict[str, tuple] = {}
+    total = 0
+    try:
+        start = done = 0
+        for rg in range(pf.num_row_groups):
+            n = pf.metadata.row_group(rg).num_rows
+            hi = int(np.searchsorted(rows, start + n))
+            if hi > done:
+                taken = pf.read_row_group(rg, columns=cols).take(pa.array(rows[done:hi] - start))
+                k = taken.num_rows
+                sources = taken.column("source") if "source" in names else \
+                    pa.chunked_array([pa.repeat(pa.scalar(spec["source"], pa.string()), k)])
+                out = pa.table([taken.column(f.name).cast(f.type) if f.name in names
+                                else pa.nulls(k, f.type) for f in schema], schema=schema)
+                for src in pc.unique(sources).to_pylist():
+                    part = out.filter(pc.equal(sources, src))
+                    got = writers.get(src)
+                    if got is None:
+                        folder = os.path.join(spec["out"], f"source={escape_path_name(src)}")
+                        os.makedirs(folder, exist_ok=True)
+                        final_path = os.path.join(folder, f"part-{int(spec['fid']):05d}.parquet")
+                        tmp = hidden_temp(final_path)
+                        got = writers[src] = (pq.ParquetWriter(tmp, schema, compression="snappy"),
+                                              tmp, final_path)
+                    got[0].write_table(part)
+                    total += part.num_rows
+                done = hi
+            start += n
+        if done != len(rows):
+            raise RuntimeError(f"ordering: {len(rows) - done} held rows of {spec['path']} lie "
+                               f"past its {start} rows")
+        for writer, tmp, final_path in writers.values():
+            writer.close()
+            os.replace(tmp, final_path)
+    finally:
+        for writer, tmp, _ in writers.values():
+            if os.path.exists(tmp):
+                writer.close()
+                os.unlink(tmp)
+    return total
+
+
+def hold(spark, pass_dir: Path, inputs: list[dict], out_dir: Path) -> int:
+    """The held state (``state.held_rows``) from the pass's held rows (``_part=held``, by
+    file): one Python task per file holding some (``hold_file``) takes them from it.
+    ``out_dir`` is replaced. Returns the rows written."""
+    import json
+    import shutil
+
+    from ..decode import units_frame
+
+    out_dir = Path(out_dir)
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    out_dir.mkdir(parents=True)
+    by_fid = {int(x["fid"]): x for x in inputs}
+    specs = []
+    for d in sorted((Path(pass_dir) / HELD_PART).glob(f"{FID}=*")):
+        fid = int(d.name.split("=", 1)[1])
+        x = by_fid[fid]
+        specs.append({"fid": fid, "path": x["path"], "source": x.get("source"), "ids": str(d),
+                      "out": str(out_dir)})
+    if not specs:
+        return 0
+    specs.sort(key=lambda x: -os.path.getsize(x["path"]))
+    sc = spark.sparkContext
+    sc.setJobDescription(f"held state: rows taken from {len(specs)} files")
+    try:
+        done = units_frame(spark, [(x["fid"], json.dumps(x)) for x in specs]) \
+            .mapInArrow(filehook._bucket_job(hold_file), filehook.RESOLVED_SCHEMA).collect()
+    finally:
+        sc.setJobDescription(None)
+    if {r["bucket"] for r in done} != {x["fid"] for x in specs}:
+        raise RuntimeError(f"held state: tasks {sorted(r['bucket'] for r in done)} of files "
+                           f"{sorted(x['fid'] for x in specs)}")
+    return sum(int(r["rows"]) for r in done)
+
+
+# ----------------------------------------------------------------- sequence
+
+def bucket_column(n: int):
+    """``buckets_of`` as a Spark Column (crc32 of the UTF-8 bytes, as ``zlib.crc32``): the
+    ranking writes the transactions by the pass's bucket (``<trx>/_bucket=<b>``), so that a
+    bucket's task reads its own."""
+    from pyspark.sql import functions as F
+
+    crc = [F.crc32(F.col(c).cast("binary")) for c in KEYS]
+    return F.pmod(crc[0] + crc[1], F.lit(int(n))).cast("int")
+
+
+OFFSET_SCHEMA = pa.schema([("seq_part", pa.int32()), ("source", pa.string()),
+                           ("seq_offset", pa.int64())])
+
+
+def sequence_bucket(spec: dict) -> int:
+    """Sequence task: ``spec`` (bucket, pub: the bucket's published changes, trx: its ranked
+    transactions' folder, offsets: ``sequence.partition_offsets`` rows, seq: the ``seq``
+    folder) -> each change's ``commit_seq`` (offset of its transaction's range partition
+    and source + its index there + 1), ``commit_position`` and ``commit_ts``, written as
+    ``<seq>/_fid=<file>/part-<bucket>.parquet`` (``wide``). Returns the rows written;
+    raises when a change finds no numbered transaction (nothing may be lost)."""
+    import pyarrow.parquet as pq
+
+    pub = pq.read_table(spec["pub"], schema=PUB_SCHEMA)
+    if pub.num_rows == 0:
+        return 0
+    cols = [*KEYS, "seq_part", "seq_local", "commit_position", "commit_ts"]
+    parts = [pq.read_table(f, columns=cols) for f in filehook.parquet_files(spec["trx"])]
+    trx = pa.concat_tables(parts) if parts else pa.table(
+        {c: pa.array([], t) for c, t in [("source", pa.string()), ("trx_id", pa.string()),
+                                          ("seq_part", pa.int32()), ("seq_local", pa.int64()),
+                                          ("commit_position", pa.string()),
+                                          ("commit_ts", pa.timestamp("us", tz="UTC"))]})
+    trx = trx.filter(pc.is_valid(trx.column("seq_part")))
+    offsets = pa.table([pa.array([o[i] for o in spec["offsets"]], t) for i, t in
+                        enumerate((pa.int32(), pa.string(), pa.int64()))], schema=OFFSET_SCHEMA)
+    trx = trx.join(offsets, ["seq_part", "source"], join_type="inner", use_threads=False)
+    trx = pa.table({"source": trx.column("source"), "trx_id": trx.column("trx_id"),
+                    "commit_seq": pc.add(pc.add(trx.column("seq_offset"), trx.column("seq_local")), 1),
+                    "commit_position": trx.column("commit_position"),
+                    "commit_ts": trx.column("commit_ts")})
+    rows = pub.join(trx, KEYS, join_type="inner", use_threads=False)
+    if rows.num_rows != pub.num_rows:
+        raise RuntimeError(f"ordering: {pub.num_rows - rows.num_rows} published changes of "
+                           f"bucket {spec['bucket']} found no numbered transaction")
+    fids = rows.column(FID)
+    for fid in pc.unique(fids).to_pylist():
+        mine = rows.filter(pc.equal(fids, fid))
+        folder = os.path.join(spec["seq"], f"{FID}={int(fid)}")
+        os.makedirs(folder, exist_ok=True)
+        _write(mine.select(SEQ_SCHEMA.names).cast(SEQ_SCHEMA),
+               os.path.join(folder, f"part-{int(spec['bucket']):05d}.parquet"))
+    return rows.num_rows
+
+
+def sequence(spark, pass_dir: Path, trx_dir: Path, offsets: list, n: int, seq_dir: Path) -> int:
+    """The ``seq`` rows (``wide``) from the pass's published changes (``pass_dir/_part=pub``)
+    and the ranked transactions written by bucket (``trx_dir/_bucket=<b>``): one Python task
+    per bucket (``sequence_bucket``), in place of the join and the ``event_seq`` window.
+    ``seq_dir`` is replaced. Returns the rows written."""
+    import json
+    import shutil
+
+    from ..decode import units_frame
+
+    seq_dir = Path(seq_dir)
+    if seq_dir.exists():
+        shutil.rmtree(seq_dir)
+    seq_dir.mkdir(parents=True)
+    pub = Path(pass_dir) / PUB_PART
+    specs = [{"bucket": b, "pub": str(pub / f"part-{b:05d}.parquet"),
+              "trx": str(Path(trx_dir) / f"{BUCKET}={b}"),
+              "offsets": [list(o) for o in offsets], "seq": str(seq_dir)}
+             for b in range(n) if (pub / f"part-{b:05d}.parquet").exists()]
+    if not specs:
+        return 0
+    sc = spark.sparkContext
+    sc.setJobDescription(f"sequence: {len(specs)} buckets")
+    try:
+        done = units_frame(spark, [(x["bucket"], json.dumps(x)) for x in specs]) \
+            .mapInArrow(filehook._bucket_job(sequence_bucket), filehook.RESOLVED_SCHEMA).collect()
+    finally:
+        sc.setJobDescription(None)
+    if {r["bucket"] for r in done} != {x["bucket"] for x in specs}:
+        raise RuntimeError(f"sequence: tasks {sorted(r['bucket'] for r in done)} of buckets "
+                           f"{sorted(x['bucket'] for x in specs)}")
+    return sum(int(r["rows"]) for r in done)
+
+
+__all__ = ["BUCKETS_SCHEMA", "SPLIT_SCHEMA", "bucket_column", "buckets_of", "hold", "hold_file",
+           "published", "run",
+           "sequence", "sequence_bucket", "split_file", "summarize_bucket"]
