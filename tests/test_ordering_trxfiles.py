@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from dblog.ordering import filehook, trxfiles
+from dblog.ordering import filehook, segfiles, trxfiles
 
 from tests.test_ordering_steps import TS, _random_audit_night, events, same
 
@@ -173,8 +173,8 @@ def test_dblog_run_publishes_the_same_with_the_pass_on_files_and_in_spark(spark,
     """The sample night's six sources (every format; Db2 LUW v10 with the scoped DataFrame
     hook, Informix with the hook on files, Log Master with segments), two nights with
     transactions open across them and a damaged archive: every published dataset and the
-    held state are the same with the transactions pass on files and in Spark, which runs
-    after the pass on files found a transaction too big."""
+    held state are the same with the reassembly and the transactions pass on files and in
+    Spark, which runs after the passes on files found a group or a transaction too big."""
     import shutil
 
     import yaml
@@ -208,6 +208,19 @@ def test_dblog_run_publishes_the_same_with_the_pass_on_files_and_in_spark(spark,
     monkeypatch.setattr(trxfiles, "run", counted)
     monkeypatch.setattr(stage, "trx_inputs", inputs)
     monkeypatch.setattr(stage, "transaction_counts", spark_pass)
+    segs = []
+    real_seg = segfiles.run
+
+    def seg_run(*a, **k):
+        try:
+            out = real_seg(*a, **k)
+        except filehook.TooBig:
+            segs.append(False)
+            raise
+        segs.append(True)
+        return out
+
+    monkeypatch.setattr(segfiles, "run", seg_run)
     roots = {"files": tmp_path / "files"}
     synth(config, roots["files"], dates[0], days=2, trx=40, seed=3)
     night = roots["files"] / "landing" / "pos_solid" / dates[1]
@@ -228,8 +241,11 @@ def test_dblog_run_publishes_the_same_with_the_pass_on_files_and_in_spark(spark,
             assert len(in_spark) - before[1] == (0 if how == "files" else 2), how
     # the Informix hook ran on files, the Db2 LUW v10 hook on DataFrames (its scope's rows
     # left out of the files), the Log Master groups were reassembled
-    assert all(h["on_files"] == ["informix"] and h["on_frames"] == ["db2luw"] and seg
-               for h, seg in hooked[:2]), hooked
+    # (each night: the inputs of the reassembly, then with the groups for the pass)
+    assert [seg for _, seg in hooked[:4]] == [False, True, False, True], hooked
+    assert all(h["on_files"] == ["informix"] and h["on_frames"] == ["db2luw"]
+               for h, _ in hooked[:4]), hooked
+    assert segs == [True, True, False, False]       # the reassembly on files, then in Spark
     for ds in ("changes", "transactions", "audit", "quarantine"):
         frames = {how: spark.read.parquet(str(root / "published" / ds)).drop("run_id")
                   for how, root in roots.items()}
@@ -245,3 +261,41 @@ def test_dblog_run_publishes_the_same_with_the_pass_on_files_and_in_spark(spark,
                 for s in sources if (root / "published" / "state" / s / d / "held").exists()}
         assert held["files"] == held["too_big"]
     assert any(held["files"].values()), "the generator leaves transactions open"
+
+
+@pytest.mark.spark
+def test_the_groups_on_files_are_those_of_segment_groups(spark):
+    """``segfiles.groups`` against ``segments.segment_groups`` on pieces of every shape: a
+    complete group given out of order, a missing piece, a piece twice, totals that
+    disagree, a null total, a null ``seg_num``, a null piece of bytes, a null ``seg_key``,
+    two sources with the same key."""
+    from dblog.ordering.segments import HEADER, segment_groups
+
+    def piece(key, num, total, data=b"x", source="s1", **kw):
+        return {"source": source, "kind": "segment", "seg_key": key, "seg_num": num,
+                "seg_total": total, "seg_data": data, "position": f"{key}-{num}", **kw}
+
+    rows = [
+        piece("a", 2, 3, b"BB"), piece("a", 1, 3, b"AA", trx_id="7"), piece("a", 3, 3, b"CC"),
+        piece("b", 1, 2), piece("c", 1, 2), piece("c", 1, 2), piece("c", 2, 2),
+        piece("d", 1, 2), piece("d", 2, 3), piece("e", 1, None), piece("f", None, 1),
+        piece("g", 1, 2, None), piece("g", 2, 2), piece(None, 1, 1, b"N"),
+        piece("a", 1, 1, b"Z", source="s2"),
+    ]
+    ev = events(spark, rows)
+    want = {(r["source"], r["seg_key"]): r.asDict() for r in segment_groups(ev).collect()}
+    from decoders.events import EVENT_SCHEMA
+    types = {f.name: f.type for f in EVENT_SCHEMA}
+    full = [{"record_offset": i * 10, "record_index": i, "n_records": 1, "format": "soliddb",
+             "archive_file": "s1/2026-11-01/a.csv", **r} for i, r in enumerate(rows)]
+    table = pa.table({c: pa.array([r.get(c) for r in full], t)
+                      for c, t in [(c, types[c]) for c in HEADER] + [("seg_data", pa.binary())]})
+    got = {(r["source"], r["seg_key"]): r for r in segfiles.groups(table).to_pylist()}
+    assert set(got) == set(want) and len(got) == 9
+    for k in want:
+        assert got[k]["complete"] == want[k]["complete"], k
+        assert got[k]["data"] == (None if want[k]["data"] is None else bytes(want[k]["data"])), k
+        # (c has piece 1 twice: which of the two heads the group, min_by does not define)
+        for c in ("position", "trx_id", "record_index", "seg_total") if k != ("s1", "c") else ():
+            assert got[k][c] == want[k][c], (k, c)
+    assert got[("s1", "a")]["data"] == b"AABBCC" and got[("s1", "a")]["trx_id"] == "7"

@@ -54,11 +54,13 @@ def row_buckets(events, trx, groups=None, broadcast: bool = False):
     return out
 
 
-def other_buckets(events, pass_buckets, trx, groups=None, broadcast: bool = False):
+def other_buckets(events, pass_buckets, trx, groups=None, broadcast: bool = False,
+                  pieces=None):
     """``row_buckets`` without the join of the rows with their transaction: the rows of a
     transaction as the transactions pass bucketed them (``pass_buckets``: ``BUCKET_COLUMNS``
     summed per bucket, ``transaction_counts(..., buckets=True)``), the rows without a
-    ``trx_id`` by their own columns (a change: ``quarantined``), segment pieces as there."""
+    ``trx_id`` by their own columns (a change: ``quarantined``), segment pieces as there
+    (``pieces``: their ``segment_buckets`` already, every piece's, ``from_state`` too)."""
     from pyspark.sql import functions as F
 
     kind = F.col("kind")
@@ -69,7 +71,9 @@ def other_buckets(events, pass_buckets, trx, groups=None, broadcast: bool = Fals
         .otherwise(other_bucket(kind, F.col("rule"), none))
     out = rows.withColumn("bucket", bucket).select(*BUCKET_COLUMNS) \
         .unionByName(pass_buckets.withColumn("from_state", F.lit(False)).select(*BUCKET_COLUMNS))
-    if groups is not None:
+    if pieces is not None:
+        out = out.unionByName(pieces.filter(~F.col("from_state")).select(*BUCKET_COLUMNS))
+    elif groups is not None:
         out = out.unionByName(_pieces(events, groups, trx, broadcast))
     return out
 

@@ -15,14 +15,16 @@ PIECE_COLUMNS = ["source", "format", "archive_file", "record_offset", "trx_id", 
                  "seg_num", "seg_total", "n_records", "n_bytes"]
 
 
-def quarantine_pieces(events):
+def quarantine_pieces(events, with_state: bool = False):
     """The night's segment pieces as ``segment_quarantine`` needs them: the columns it reads,
     ``seg_data`` cut to the ``RAW_BYTES`` it shows, so that the joins which decide the
-    pieces' buckets shuffle at most that much of each piece, not whole segments."""
+    pieces' buckets shuffle at most that much of each piece, not whole segments;
+    ``with_state``: and ``from_state`` (the audit counts tonight's pieces only)."""
     from pyspark.sql import functions as F
 
     return events.filter(F.col("kind") == "segment").select(
-        *PIECE_COLUMNS, F.substring("seg_data", 1, RAW_BYTES).alias("seg_data"))
+        *PIECE_COLUMNS, *(["from_state"] if with_state else []),
+        F.substring("seg_data", 1, RAW_BYTES).alias("seg_data"))
 
 
 def decoder_quarantine(events):

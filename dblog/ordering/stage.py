@@ -38,7 +38,7 @@ from ..accounting import (complete_audit, quarantine_duplicate_positions, unique
 from ..decode import EVENTS_DIR, spark_event_schema
 from ..sparkio import local_frame, run_concurrently, write_parquet
 from ..stage import CARRY_DIR, HELD_DIR, SEQ_FILE
-from . import filehook, sequence, trxfiles
+from . import filehook, segfiles, sequence, trxfiles
 from .audit import audit, other_buckets
 from .classify import QUARANTINED, published_changes, segment_buckets
 from .hooks import apply_hooks, format_hooks, has_scope, hooked_rows, scope_table
@@ -199,17 +199,34 @@ def _fresh(path: Path) -> None:
     path.mkdir(parents=True)
 
 
-def write_segments(spark, ev, manifest: dict, work: Path, files: SourceFiles | None = None):
+def write_segments(spark, ev, manifest: dict, work: Path, files: SourceFiles | None = None,
+                   inputs: list[dict] | None = None, rows: int | None = None):
     """Reassemble the segment groups (``ordering/segments``); None when no source's format
-    writes segments."""
+    writes segments. ``inputs``: the files holding ``ev``'s rows (``trx_inputs``): the
+    reassembly runs on them in Python tasks (``segfiles``) unless a group is too big for
+    that; ``rows``: about how many rows they hold."""
     from pyspark.sql import functions as F
 
-    if not formats_with_segments({s["format"] for s in manifest["sources"]}):
+    formats = formats_with_segments({s["format"] for s in manifest["sources"]})
+    if not formats:
         return None
-    path = str(work / "segments")
-    groups = segment_groups(ev.filter(F.col("kind") == "segment"))
-    _write(reassemble(groups, manifest), path)
-    return _tagged(files, spark.read.schema(empty_groups(spark).schema).parquet(path), path)
+    path = work / "segments"
+    done = False
+    if inputs is not None and not any(f in x.get("scoped", ()) for x in inputs for f in formats):
+        brief = work / "segments-manifest.json"
+        work.mkdir(parents=True, exist_ok=True)
+        brief.write_text(json.dumps({"sources": [
+            {k: s.get(k) for k in ("name", "format", "catalog", "options", "timezone")}
+            for s in manifest["sources"]]}))
+        try:
+            segfiles.run(spark, inputs, brief, path, work, rows or 0)
+            done = True
+        except filehook.TooBig as exc:
+            log.warning("%s; reassembling the segments in Spark instead", exc)
+    if not done:
+        groups = segment_groups(ev.filter(F.col("kind") == "segment"))
+        _write(reassemble(groups, manifest), str(path))
+    return _tagged(files, spark.read.schema(empty_groups(spark).schema).parquet(str(path)), path)
 
 
 def write_trx_counts(spark, ev, groups, work: Path, rows: int | None = None,
@@ -356,11 +373,14 @@ def order_stage(spark, manifest: dict, run_dir: Path) -> dict:
     hooked: dict = {}
     ev = resolve(spark, read, manifest, work, files, run_dir, as_decoded=read is decoded,
                  report=hooked)
-    groups = write_segments(spark, ev, manifest, work, files)
     n_rows = event_rows(manifest, run_dir)
-    # the transactions pass on the files when the rows are theirs as written (no row marked)
-    inputs = trx_inputs(manifest, run_dir, work, hooked, groups is not None, files) \
+    # the reassembly and the transactions pass on the files when the rows are theirs as
+    # written (no row marked)
+    inputs = trx_inputs(manifest, run_dir, work, hooked, False, files) \
         if read is decoded else None
+    groups = write_segments(spark, ev, manifest, work, files, inputs, n_rows)
+    if inputs is not None and groups is not None:
+        inputs = trx_inputs(manifest, run_dir, work, hooked, True, files)
     trx_counts, n_trx, pass_buckets, n_buckets = write_trx_counts(spark, ev, groups, work,
                                                                   n_rows, inputs)
     # a night of few transactions joins them by broadcast: the rows are not shuffled for it
@@ -379,15 +399,28 @@ def order_stage(spark, manifest: dict, run_dir: Path) -> dict:
     listed = local_frame(spark,
         [(s["name"], s["format"], a["file"]) for s in manifest["sources"] for a in s["archives"]],
         "source STRING, format STRING, archive_file STRING")
-    out_audit = complete_audit(
-        spark, manifest, audit(other_buckets(ev, pass_buckets, trx_counts, groups, few), listed).withColumns(night),
-        ev, AUDIT_COLUMNS)
-    parts = [decoder_quarantine(ev)]
-    if groups is not None:
-        parts.append(segment_quarantine(segment_buckets(quarantine_pieces(ev), groups, trx_counts,
-                                                        few)))
-    parts.append(orphan_quarantine(changes))
-    out_q = quarantine(*parts).select(*_columns(QUARANTINE_COLUMNS, night))
+
+    def audit_and_quarantine() -> None:
+        """The audit and the quarantine; with segments, the pieces' buckets first, decided
+        once for both (``ordering/pieces``: the joins of every piece with its group and
+        their transactions; the audit reads tonight's, the quarantine the quarantined)."""
+        pieces = None
+        if groups is not None:
+            path = str(work / "pieces")
+            _write(segment_buckets(quarantine_pieces(ev, with_state=True), groups, trx_counts,
+                                   few), path)
+            pieces = spark.read.parquet(path)
+        out_audit = complete_audit(
+            spark, manifest, audit(other_buckets(ev, pass_buckets, trx_counts, groups, few,
+                                                 pieces), listed).withColumns(night),
+            ev, AUDIT_COLUMNS)
+        parts = [decoder_quarantine(ev)]
+        if pieces is not None:
+            parts.append(segment_quarantine(pieces))
+        parts.append(orphan_quarantine(changes))
+        out_q = quarantine(*parts).select(*_columns(QUARANTINE_COLUMNS, night))
+        run_concurrently([_deferred(out_audit, run_dir / AUDIT, by_night),
+                          _deferred(out_q, run_dir / QUARANTINE, by_night)])
 
     small: list = []
     written: dict = {}
@@ -447,8 +480,7 @@ def order_stage(spark, manifest: dict, run_dir: Path) -> dict:
         # the pass on files named the held rows: taken from their files beside the ranking
         *([] if n_buckets is None else [
             lambda: trxfiles.hold(spark, work / "trx_counts", inputs, state_dir / HELD_DIR)]),
-        _deferred(out_audit, run_dir / AUDIT, by_night),
-        _deferred(out_q, run_dir / QUARANTINE, by_night),
+        audit_and_quarantine,
         _deferred(carry_rows(ev), state_dir / CARRY_DIR, ("source",)),
     ])
 

@@ -1,0 +1,183 @@
+"""Segment reassembly on files: ``segments.segment_groups`` and ``reassemble`` in Python
+tasks, never through the JVM.
+
+In Spark the reassembly shuffles every piece with its bytes by (source, ``seg_key``),
+collects them into arrays and hands the groups to a Python worker as Arrow, which turns
+them into Python rows: on the 1M Log Master night (444,090 pieces, 154,804 groups, 64 MB of
+bytes) 20 s of wall and 36 task-seconds (docs/BENCHMARK.md, "Twenty-first session"). When
+the night's rows are in local Parquet files as the decode wrote them, the same groups are
+made in two Spark jobs of Python tasks (``filehook.split_then_run``): *split* (one task per
+file: its pieces, every header column and ``seg_data``, grouped by bucket ``crc32(source) +
+crc32(seg_key)``), then *reassemble* (one task per bucket: the groups' counts, completeness
+and first piece's header as ``segment_groups`` defines them, the bytes of each complete
+group joined in ``seg_num`` order, then ``segments._decode_groups``, the decoding the Spark
+step runs) writing ``GROUP_SCHEMA`` files into ``ordering/segments``. ``segment_groups`` and
+``reassemble`` stay the contract and run otherwise; ``tests/test_ordering_trxfiles.py``
+compares the published datasets both ways.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from decoders.events import EVENT_SCHEMA
+
+from . import filehook
+from .segments import GROUP_SCHEMA, HEADER, _decode_groups
+
+_TYPES = {f.name: f.type for f in EVENT_SCHEMA}
+PIECE_SCHEMA = pa.schema([(c, _TYPES[c]) for c in HEADER] + [("seg_data", pa.binary())])
+KEYS = ["source", "seg_key"]
+
+
+def _crc(values) -> np.ndarray:
+    enc = values.dictionary_encode()
+    table = np.array([zlib.crc32(s.encode("utf-8")) if s is not None else 0
+                      for s in enc.dictionary.to_pylist()] + [0], np.int64)
+    return table[enc.indices.fill_null(len(enc.dictionary)).to_numpy(zero_copy_only=False)]
+
+
+def _conform(batch: pa.RecordBatch, spec: dict) -> pa.RecordBatch:
+    """A batch of an input file -> its ``segment`` rows, ``PIECE_SCHEMA``."""
+    n = batch.num_rows
+    names = batch.schema.names
+    cols = []
+    for f in PIECE_SCHEMA:
+        if f.name == "source" and spec.get("source") is not None:
+            cols.append(pa.repeat(pa.scalar(spec["source"], pa.string()), n))
+        elif f.name in names:
+            c = batch.column(f.name)
+            cols.append(c if c.type == f.type else c.cast(f.type))
+        else:
+            cols.append(pa.nulls(n, f.type))
+    out = pa.RecordBatch.from_arrays(cols, schema=PIECE_SCHEMA)
+    keep = pc.fill_null(pc.equal(out.column("kind"), "segment"), False)
+    if spec.get("exclude"):
+        keep = pc.and_(keep, pc.invert(pc.fill_null(
+            pc.is_in(out.column("format"), pa.array(spec["exclude"], pa.string())), False)))
+    return out.filter(keep)
+
+
+def split_file(spec: dict) -> tuple[int, dict]:
+    """Split task: ``spec`` (path, source, exclude, buckets, task, out)."""
+    import pyarrow.parquet as pq
+
+    n = int(spec["buckets"])
+    pf = pq.ParquetFile(spec["path"])
+    cols = [c for c in pf.schema_arrow.names if c in PIECE_SCHEMA.names]
+    batches = (_conform(b, spec) for b in pf.iter_batches(batch_size=filehook.BATCH_ROWS,
+                                                          columns=cols))
+    return filehook.write_split(os.path.join(spec["out"], f"{int(spec['task']):05d}.arrow"),
+                                PIECE_SCHEMA, batches,
+                                lambda b: (_crc(b.column("source")) + _crc(b.column("seg_key"))) % n)
+
+
+def groups(pieces: pa.Table) -> pa.Table:
+    """Pieces -> one row per (source, seg_key), as ``segments.segment_groups``: the header of
+    its piece of the lowest ``seg_num`` (null fields when no piece has one), ``complete``
+    (SQL's three-valued logic: null when a count it compares is null) and, for complete
+    groups, ``data``: the pieces' bytes joined in ``seg_num`` order."""
+    n = pieces.num_rows
+    order = pc.sort_indices(pieces, sort_keys=[("source", "ascending"), ("seg_key", "ascending"),
+                                               ("seg_num", "ascending")], null_placement="at_end")
+    pieces = pieces.take(order)
+    src, key = pieces.column("source").combine_chunks(), pieces.column("seg_key").combine_chunks()
+    if n:
+        same = pc.and_(pc.fill_null(pc.equal(src.slice(1), src.slice(0, n - 1)),
+                                    pc.and_(pc.is_null(src.slice(1)), pc.is_null(src.slice(0, n - 1)))),
+                       pc.fill_null(pc.equal(key.slice(1), key.slice(0, n - 1)),
+                                    pc.and_(pc.is_null(key.slice(1)), pc.is_null(key.slice(0, n - 1)))))
+        first = np.concatenate([[True], ~same.to_numpy(zero_copy_only=False)])
+    else:
+        first = np.zeros(0, bool)
+    starts = np.flatnonzero(first)
+    ends = np.append(starts[1:], n)
+    gid = np.repeat(np.arange(len(starts)), ends - starts)
+    num, total = pieces.column("seg_num"), pieces.column("seg_total")
+    agg = pa.table({"g": gid, "seg_num": num, "seg_total": total}).group_by("g", use_threads=False) \
+        .aggregate([("seg_num", "count", pc.CountOptions("all")), ("seg_num", "count_distinct"),
+                    ("seg_total", "max"), ("seg_total", "min"), ("seg_num", "min"),
+                    ("seg_num", "max")]).sort_by("g")
+    n_rows = agg.column("seg_num_count")
+    n_have = agg.column("seg_num_count_distinct")
+    t_max, t_min = agg.column("seg_total_max"), agg.column("seg_total_min")
+    s_min, s_max = agg.column("seg_num_min"), agg.column("seg_num_max")
+    t_max64 = pc.cast(t_max, pa.int64())
+    complete = pc.and_kleene(pc.and_kleene(pc.and_kleene(pc.and_kleene(
+        pc.equal(pc.cast(n_rows, pa.int64()), t_max64),
+        pc.equal(pc.cast(n_have, pa.int64()), t_max64)), pc.equal(t_min, t_max)),
+        pc.equal(s_min, 1)), pc.equal(s_max, t_max))
+    # the header of the first piece (sorted: the lowest seg_num, nulls last; none has one:
+    # min_by gives null)
+    head = pieces.take(pa.array(starts)).drop(["seg_data"]) if len(starts) else \
+        pieces.drop(["seg_data"]).slice(0, 0)
+    has_num = pc.is_valid(head.column("seg_num"))
+    cols = {}
+    for name in HEADER:
+        c = head.column(name)
+        cols[name] = c if name in KEYS else pc.if_else(has_num, c, pa.scalar(None, c.type))
+    datas = pieces.column("seg_data").to_pylist()
+    whole = pc.fill_null(complete, False).to_numpy(zero_copy_only=False)
+    data = [b"".join(x if x is not None else b"" for x in datas[a:b]) if ok else None
+            for a, b, ok in zip(starts, ends, whole)]
+    # Spark's concat of a null piece gives null
+    has_null = [any(x is None for x in datas[a:b]) if ok else False
+                for a, b, ok in zip(starts, ends, whole)]
+    data = [None if hn else d for d, hn in zip(data, has_null)]
+    return pa.table({**cols, "complete": complete, "data": pa.array(data, pa.binary())})
+
+
+def reassemble_bucket(spec: dict) -> int:
+    """Reassemble task: ``spec`` (bucket, parts, manifest, out) -> the bucket's groups decoded
+    (``segments._decode_groups``) in ``<out>/part-<bucket>.parquet``; returns the groups."""
+    import pyarrow.parquet as pq
+
+    from ..decode import hidden_temp
+
+    manifest = json.loads(Path(spec["manifest"]).read_text())
+    catalogs = {s["name"]: s["catalog"] for s in manifest["sources"]}
+    options = {s["name"]: (s["options"], s["timezone"]) for s in manifest["sources"]}
+    g = groups(filehook.read_bucket(spec["parts"], PIECE_SCHEMA))
+    final = os.path.join(spec["out"], f"part-{int(spec['bucket']):05d}.parquet")
+    tmp = hidden_temp(final)
+    rows = 0
+    try:
+        with pq.ParquetWriter(tmp, GROUP_SCHEMA, compression="snappy") as w:
+            for b in _decode_groups(catalogs, options)(g.to_batches(max_chunksize=10_000)):
+                w.write_batch(b)
+                rows += b.num_rows
+        os.replace(tmp, final)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return rows
+
+
+def run(spark, inputs: list[dict], manifest_path: Path, out_dir: Path, work: Path,
+        rows: int) -> int:
+    """The reassembly on ``inputs`` (``trxfiles`` inputs of role ``rows``) -> ``GROUP_SCHEMA``
+    files in ``out_dir`` (replaced); returns the groups. Raises ``filehook.TooBig`` before
+    writing."""
+    import shutil
+
+    n = filehook.bucket_count(rows, int(spark.sparkContext.defaultParallelism))
+    out_dir = Path(out_dir)
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    out_dir.mkdir(parents=True)
+    return filehook.split_then_run(
+        spark, "segments", [{**x, "buckets": n} for x in inputs], split_file,
+        Path(work) / "buckets-seg", n, reassemble_bucket,
+        lambda b, parts: {"bucket": b, "parts": parts, "manifest": str(manifest_path),
+                          "out": str(out_dir)},
+        "one segment key has too many pieces to reassemble in memory", "reassemble")
+
+
+__all__ = ["PIECE_SCHEMA", "groups", "reassemble_bucket", "run", "split_file"]
