@@ -85,8 +85,9 @@ def groups(pieces: pa.Table) -> pa.Table:
     (SQL's three-valued logic: null when a count it compares is null) and, for complete
     groups, ``data``: the pieces' bytes joined in ``seg_num`` order."""
     n = pieces.num_rows
-    order = pc.sort_indices(pieces, sort_keys=[("source", "ascending"), ("seg_key", "ascending"),
-                                               ("seg_num", "ascending")], null_placement="at_end")
+    order = pc.sort_indices(pieces, sort_keys=[("source", "ascending", "at_end"),
+                                               ("seg_key", "ascending", "at_end"),
+                                               ("seg_num", "ascending", "at_end")])
     pieces = pieces.take(order)
     src, key = pieces.column("source").combine_chunks(), pieces.column("seg_key").combine_chunks()
     if n:

@@ -340,11 +340,12 @@ def rank_transactions(spark, trx, work: Path, n_trx: int | None = None,
     out = ranked.unionByName(rest)
     if n_buckets is None:
         _write(out, path)
-    else:
-        out.withColumn(trxfiles.BUCKET, trxfiles.bucket_column(n_buckets)).write \
-            .mode("overwrite").partitionBy(trxfiles.BUCKET) \
-            .options(**parquet_options(out.columns)).parquet(path)
-    return spark.read.parquet(path)
+        return spark.read.parquet(path)
+    out = out.withColumn(trxfiles.BUCKET, trxfiles.bucket_column(n_buckets))
+    out.write.mode("overwrite").partitionBy(trxfiles.BUCKET) \
+        .options(**parquet_options(out.columns)).parquet(path)
+    # (the schema given: a night without transactions writes no partition, no file)
+    return spark.read.schema(out.schema).parquet(path)
 
 
 def order_stage(spark, manifest: dict, run_dir: Path) -> dict:

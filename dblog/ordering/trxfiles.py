@@ -177,11 +177,8 @@ def published(rows: pa.Table, trx: pa.Table, undone) -> pa.Table:
     if n == 0:
         return PUB_SCHEMA.empty_table()
     cand = cand.append_column("_k", pc.coalesce(cand.column("trx_order"), cand.column("position")))
-    order = pc.sort_indices(cand, sort_keys=[("source", "ascending"), ("trx_id", "ascending"),
-                                             ("_k", "ascending"), ("position", "ascending"),
-                                             ("archive_file", "ascending"),
-                                             ("record_index", "ascending")],
-                            null_placement="at_start")
+    order = pc.sort_indices(cand, sort_keys=[(c, "ascending", "at_start") for c in (
+        "source", "trx_id", "_k", "position", "archive_file", "record_index")])
     cand = cand.take(order)
     src, trx_id = cand.column("source").combine_chunks(), cand.column("trx_id").combine_chunks()
     same = pc.and_(pc.equal(src.slice(1), src.slice(0, n - 1)),
