@@ -288,8 +288,10 @@ def hold_file(spec: dict) -> int:
                         os.makedirs(folder, exist_ok=True)
                         final_path = os.path.join(folder, f"part-{int(spec['fid']):05d}.parquet")
                         tmp = hidden_temp(final_path)
-                        got = writers[src] = (pq.ParquetWriter(tmp, schema, compression="snappy"),
-                                              tmp, final_path)
+                        # (timestamps as INT96, as Spark writes the held state)
+                        got = writers[src] = (pq.ParquetWriter(
+                            tmp, schema, compression="snappy",
+                            use_deprecated_int96_timestamps=True), tmp, final_path)
                     got[0].write_table(part)
                     total += part.num_rows
                 done = hi
