@@ -236,6 +236,23 @@ def _bucket_job(work):
     return job
 
 
+def run_tasks(spark, label: str, specs: list[dict], key: str, work) -> int:
+    """One Spark job (described as ``label``) of one Python task per spec (``units_frame``,
+    in the order given): ``work(spec)`` -> rows written. Checks that every spec's ``key``
+    reported; returns the rows."""
+    sc = spark.sparkContext
+    sc.setJobDescription(label)
+    try:
+        done = units_frame(spark, [(int(x[key]), json.dumps(x)) for x in specs]) \
+            .mapInArrow(_bucket_job(work), RESOLVED_SCHEMA).collect()
+    finally:
+        sc.setJobDescription(None)
+    if {r["bucket"] for r in done} != {int(x[key]) for x in specs}:
+        raise RuntimeError(f"{label}: tasks {sorted(r['bucket'] for r in done)} of "
+                           f"{sorted(int(x[key]) for x in specs)}")
+    return sum(int(r["rows"]) for r in done)
+
+
 def split_then_run(spark, label: str, specs: list[dict], split, tmp: Path, n: int, work,
                    bucket_spec, too_big: str, verb: str) -> int:
     """Two Spark jobs of Python tasks: ``split(spec)`` for each of ``specs`` (each gets
@@ -270,13 +287,7 @@ def split_then_run(spark, label: str, specs: list[dict], split, tmp: Path, n: in
                 if sizes[b]]
         if not jobs:
             return 0
-        sc.setJobDescription(f"{label}: {verb} {len(jobs)} buckets")
-        done = units_frame(spark, [(j["bucket"], json.dumps(j)) for j in jobs]) \
-            .mapInArrow(_bucket_job(work), RESOLVED_SCHEMA).collect()
-        if {r["bucket"] for r in done} != {j["bucket"] for j in jobs}:
-            raise RuntimeError(f"{label}: bucket tasks {sorted(r['bucket'] for r in done)} "
-                               f"of buckets {sorted(j['bucket'] for j in jobs)}")
-        return sum(int(r["rows"]) for r in done)
+        return run_tasks(spark, f"{label}: {verb} {len(jobs)} buckets", jobs, "bucket", work)
     finally:
         sc.setJobDescription(None)
         shutil.rmtree(tmp, ignore_errors=True)

@@ -314,10 +314,7 @@ def hold(spark, pass_dir: Path, inputs: list[dict], out_dir: Path) -> int:
     """The held state (``state.held_rows``) from the pass's held rows (``_part=held``, by
     file): one Python task per file holding some (``hold_file``) takes them from it.
     ``out_dir`` is replaced. Returns the rows written."""
-    import json
     import shutil
-
-    from ..decode import units_frame
 
     out_dir = Path(out_dir)
     if out_dir.exists():
@@ -333,17 +330,8 @@ def hold(spark, pass_dir: Path, inputs: list[dict], out_dir: Path) -> int:
     if not specs:
         return 0
     specs.sort(key=lambda x: -os.path.getsize(x["path"]))
-    sc = spark.sparkContext
-    sc.setJobDescription(f"held state: rows taken from {len(specs)} files")
-    try:
-        done = units_frame(spark, [(x["fid"], json.dumps(x)) for x in specs]) \
-            .mapInArrow(filehook._bucket_job(hold_file), filehook.RESOLVED_SCHEMA).collect()
-    finally:
-        sc.setJobDescription(None)
-    if {r["bucket"] for r in done} != {x["fid"] for x in specs}:
-        raise RuntimeError(f"held state: tasks {sorted(r['bucket'] for r in done)} of files "
-                           f"{sorted(x['fid'] for x in specs)}")
-    return sum(int(r["rows"]) for r in done)
+    return filehook.run_tasks(spark, f"held state: rows taken from {len(specs)} files", specs,
+                              "fid", hold_file)
 
 
 # ----------------------------------------------------------------- sequence
@@ -408,10 +396,7 @@ def sequence(spark, pass_dir: Path, trx_dir: Path, offsets: list, n: int, seq_di
     and the ranked transactions written by bucket (``trx_dir/_bucket=<b>``): one Python task
     per bucket (``sequence_bucket``), in place of the join and the ``event_seq`` window.
     ``seq_dir`` is replaced. Returns the rows written."""
-    import json
     import shutil
-
-    from ..decode import units_frame
 
     seq_dir = Path(seq_dir)
     if seq_dir.exists():
@@ -424,17 +409,8 @@ def sequence(spark, pass_dir: Path, trx_dir: Path, offsets: list, n: int, seq_di
              for b in range(n) if (pub / f"part-{b:05d}.parquet").exists()]
     if not specs:
         return 0
-    sc = spark.sparkContext
-    sc.setJobDescription(f"sequence: {len(specs)} buckets")
-    try:
-        done = units_frame(spark, [(x["bucket"], json.dumps(x)) for x in specs]) \
-            .mapInArrow(filehook._bucket_job(sequence_bucket), filehook.RESOLVED_SCHEMA).collect()
-    finally:
-        sc.setJobDescription(None)
-    if {r["bucket"] for r in done} != {x["bucket"] for x in specs}:
-        raise RuntimeError(f"sequence: tasks {sorted(r['bucket'] for r in done)} of buckets "
-                           f"{sorted(x['bucket'] for x in specs)}")
-    return sum(int(r["rows"]) for r in done)
+    return filehook.run_tasks(spark, f"sequence: {len(specs)} buckets", specs, "bucket",
+                              sequence_bucket)
 
 
 __all__ = ["BUCKETS_SCHEMA", "SPLIT_SCHEMA", "bucket_column", "buckets_of", "hold", "hold_file",
