@@ -90,16 +90,21 @@ def landing_rows(spark, manifest: dict, columns: list[str]):
     return df.select(*[F.col(c) if c in df.columns else filled[c].alias(c) for c in columns])
 
 
-def complete_audit(spark, manifest: dict, audit, ev, columns: list[str]):
+def complete_audit(spark, manifest: dict, audit, ev, columns: list[str], lost=None):
     """The per-archive ``audit`` (records and bytes by bucket: ``bytes_decoded``,
     ``bytes_quarantined``) with the file's size, loss and the landing rows.
 
-    ``ev``: the night's events (``from_state`` marks rows carried from state)."""
+    ``ev``: the night's events (``from_state`` marks rows carried from state); ``lost``:
+    instead, the lost archives already found (source, archive_file, message: one row each,
+    the first quarantine row of a ``LOST_CLASSES`` class read tonight)."""
     from pyspark.sql import functions as F
 
-    new = ev.filter(~F.col("from_state"))
-    lost = new.filter((F.col("kind") == "quarantine") & F.col("error_class").isin(*LOST_CLASSES)) \
-        .groupBy("source", "archive_file").agg(F.first("message").alias("lost_reason")) \
+    if lost is None:
+        new = ev.filter(~F.col("from_state"))
+        lost = new.filter((F.col("kind") == "quarantine")
+                          & F.col("error_class").isin(*LOST_CLASSES)) \
+            .groupBy("source", "archive_file").agg(F.first("message").alias("message"))
+    lost = lost.select("source", "archive_file", F.col("message").alias("lost_reason")) \
         .withColumn("lost", F.lit(True))
     size, accept_loss = _fact_columns(manifest)
     out = audit.withColumns({"size": size, "accept_loss": accept_loss}) \

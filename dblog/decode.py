@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import traceback
 from pathlib import Path
 from typing import Iterator
@@ -152,19 +153,27 @@ def units_frame(spark, rows: list[tuple[int, str]]):
     runs to read them, unlike ``createDataFrame`` of a Python RDD of pickled rows, which
     started one more Python worker per task to unpickle the rows before the decoding
     worker. The two settings are the session's only while the frame is built (Arrow
-    conversion reads them then); nothing else runs Spark code during the decode stage."""
+    conversion reads them then), under a lock: the ordering builds such frames from several
+    threads at once (``sparkio.run_concurrently``), and two interleaved set-and-restore
+    sequences left one batch per row as the session's setting, after which every Arrow
+    batch handed to Python held one row (the typed tables' writer took ten minutes at a
+    million changes instead of ten seconds)."""
     conf = spark.conf
-    before = {k: conf.get(k, None) for k in ONE_ROW_PER_PARTITION}
-    try:
-        for k, v in ONE_ROW_PER_PARTITION.items():
-            conf.set(k, v)
-        return local_frame(spark, rows, UNIT_SCHEMA)
-    finally:
-        for k, v in before.items():
-            if v is None:
-                conf.unset(k)
-            else:
+    with _UNITS_FRAME_LOCK:
+        before = {k: conf.get(k, None) for k in ONE_ROW_PER_PARTITION}
+        try:
+            for k, v in ONE_ROW_PER_PARTITION.items():
                 conf.set(k, v)
+            return local_frame(spark, rows, UNIT_SCHEMA)
+        finally:
+            for k, v in before.items():
+                if v is None:
+                    conf.unset(k)
+                else:
+                    conf.set(k, v)
+
+
+_UNITS_FRAME_LOCK = threading.Lock()
 
 
 DRIVER_FRAMING_MAX = 256 << 20   # bytes of big archives a local driver frames itself
@@ -327,7 +336,8 @@ def decode_unit(unit: dict) -> Iterator[pa.RecordBatch]:
         yield from sink.batches()
 
 
-WRITTEN_SCHEMA = "unit_id INT, file STRING, rows BIGINT, bytes BIGINT, positions STRING"
+WRITTEN_SCHEMA = ("unit_id INT, file STRING, rows BIGINT, bytes BIGINT, positions STRING, "
+                  "scoped BIGINT")
 UNITS_FILE = "decode_units.json"   # per work unit: its file, rows and position run (run dir)
 # the kinds of rows whose positions must not repeat in a source's night (the ordering's
 # ``duplicate_position`` rule, ``accounting.POSITION_KINDS``)
@@ -398,12 +408,14 @@ def hidden_temp(path: str) -> str:
     return os.path.join(d, f".{name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
 
 
-def write_unit(unit_id: int, unit: dict, out_dir: str) -> tuple[str, int, int, str]:
+def write_unit(unit_id: int, unit: dict, out_dir: str) -> tuple[str, int, int, str, int | None]:
     """Decode one work unit straight into ``<out_dir>/part-<unit_id>.parquet`` with pyarrow,
     batch by batch (memory: one batch). Written under a hidden name (Spark's reader skips
     names starting with ``.``) and renamed when whole, so a retried or speculative attempt
     replaces the file with the same content and a killed one leaves nothing a reader sees.
-    Returns (file name, rows, bytes, the unit's ``PositionRun`` as JSON)."""
+    Returns (file name, rows, bytes, the unit's ``PositionRun`` as JSON, and the rows in
+    the scope of its format's hook: ``resolve_scope_table``, None without one)."""
+    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     name = f"part-{unit_id:05d}.parquet"
@@ -411,6 +423,9 @@ def write_unit(unit_id: int, unit: dict, out_dir: str) -> tuple[str, int, int, s
     tmp = hidden_temp(final)
     rows = 0
     run = PositionRun()
+    scope = getattr(get_format(unit["format"]), "resolve_scope_table", None) \
+        if unit.get("format") else None
+    scoped = None if scope is None else 0
     try:
         with pq.ParquetWriter(tmp, EVENT_SCHEMA, **PARQUET_OPTIONS) as writer:
             for batch in decode_unit(unit):
@@ -419,11 +434,14 @@ def write_unit(unit_id: int, unit: dict, out_dir: str) -> tuple[str, int, int, s
                 writer.write_batch(batch)
                 run.add(batch)
                 rows += batch.num_rows
+                if scope is not None and batch.num_rows:
+                    scoped += int(pc.sum(pc.cast(pc.fill_null(scope(batch), False),
+                                                 pa.int64())).as_py() or 0)
         os.replace(tmp, final)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
-    return name, rows, os.path.getsize(final), run.to_json()
+    return name, rows, os.path.getsize(final), run.to_json(), scoped
 
 
 def _write_partition(out_dir: str):
@@ -431,11 +449,13 @@ def _write_partition(out_dir: str):
         for batch in batches:
             for unit_id, payload in zip(batch.column("unit_id").to_pylist(),
                                         batch.column("payload").to_pylist()):
-                name, rows, size, positions = write_unit(unit_id, json.loads(payload), out_dir)
+                name, rows, size, positions, scoped = write_unit(unit_id, json.loads(payload),
+                                                                 out_dir)
                 yield pa.record_batch([pa.array([unit_id], pa.int32()), pa.array([name]),
                                        pa.array([rows], pa.int64()), pa.array([size], pa.int64()),
-                                       pa.array([positions])],
-                                      names=["unit_id", "file", "rows", "bytes", "positions"])
+                                       pa.array([positions]), pa.array([scoped], pa.int64())],
+                                      names=["unit_id", "file", "rows", "bytes", "positions",
+                                             "scoped"])
     return run
 
 
@@ -483,7 +503,8 @@ def _decode_units(spark, manifest: dict, run_dir: Path) -> str:
         raise RuntimeError(f"decode: work units {missing} of {len(units)} wrote no events "
                            f"file in {out}")
     _write_units_file(run_dir, [{"source": units[r["unit_id"]]["name"], "file": r["file"],
-                                 "rows": int(r["rows"]), "positions": json.loads(r["positions"])}
+                                 "rows": int(r["rows"]), "positions": json.loads(r["positions"]),
+                                 "scoped": r["scoped"]}
                                 for r in sorted(written, key=lambda r: r["unit_id"])])
     return str(out)
 

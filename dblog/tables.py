@@ -208,6 +208,7 @@ def write_by_table(render, specs: dict[str, dict]):
         part = TaskContext.get().partitionId()
         buffers: dict[str, list[pa.Table]] = {}
         buffered = {"rows": 0}
+        pending: dict[str, int] = {}        # rows in ``buffers`` per key
         writers: dict[str, list] = {}
         counts: dict[str, int] = {}
 
@@ -224,6 +225,7 @@ def write_by_table(render, specs: dict[str, dict]):
 
         def flush(key: str) -> None:
             tables = buffers.pop(key, [])
+            pending.pop(key, None)
             if not tables:
                 return
             spec = specs[key]
@@ -246,7 +248,8 @@ def write_by_table(render, specs: dict[str, dict]):
                 rows = table.take(idx)
                 buffers.setdefault(key, []).append(rows)
                 buffered["rows"] += rows.num_rows
-                if sum(t.num_rows for t in buffers[key]) >= ROW_GROUP_ROWS:
+                pending[key] = pending.get(key, 0) + rows.num_rows
+                if pending[key] >= ROW_GROUP_ROWS:
                     flush(key)
             if buffered["rows"] >= TASK_BUFFER_ROWS:
                 for key in list(buffers):

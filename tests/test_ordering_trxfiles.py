@@ -299,3 +299,130 @@ def test_the_groups_on_files_are_those_of_segment_groups(spark):
         for c in ("position", "trx_id", "record_index", "seg_total") if k != ("s1", "c") else ():
             assert got[k][c] == want[k][c], (k, c)
     assert got[("s1", "a")]["data"] == b"AABBCC" and got[("s1", "a")]["trx_id"] == "7"
+
+
+@pytest.mark.spark
+def test_the_ranking_on_files_equals_spark_one_range_partition(spark, tmp_path):
+    """``trxfiles.rank_file`` (one Python task) against ``sequence.rank_in_partitions`` with
+    one range partition and the stage's small table: random transactions of three sources
+    in five buckets (an empty one among them), every status, commit positions shared by
+    several transactions, trx ids whose byte order differs from their numbers' and from
+    their characters' (``é`` after ``z``): the same ``seq_part`` and ``seq_local`` per
+    transaction, the same rows per (seq_part, source)."""
+    import random
+
+    from pyspark.sql import functions as F
+
+    from dblog.ordering import sequence
+    from dblog.ordering.transactions import TRX_COUNTS_SCHEMA
+
+    rnd = random.Random(11)
+    ids = ["9", "10", "z1", "é1", "Z", "a", "ab", "b"]
+    rows = []
+    for i in range(3000):
+        status = rnd.choice(["committed", "committed", "committed", "rolled_back", "open"])
+        rows.append({"source": rnd.choice(["s1", "s2", "ß3"]),
+                     "trx_id": f"{rnd.choice(ids)}{i}",
+                     "format": "rdb", "status": status,
+                     "commit_position": f"{rnd.randrange(40):04d}" if status == "committed"
+                     else None,
+                     "commit_ts": None, "user": None, "begin_position": None,
+                     "capture_off": False, "undone": [],
+                     "event_count": rnd.choice([0, 1, 3]) if status == "committed" else 0})
+    pass_dir = tmp_path / "pass" / trxfiles.TRX_PART
+    pass_dir.mkdir(parents=True)
+    for b in range(5):
+        mine = [r for i, r in enumerate(rows) if i % 4 == b] if b < 4 else []
+        if b == 2:
+            continue                    # a bucket without transactions writes no file
+        pq.write_table(pa.Table.from_pylist(mine, schema=TRX_COUNTS_SCHEMA),
+                       pass_dir / f"part-{b:05d}.parquet")
+    small = trxfiles.rank(spark, tmp_path / "pass", 5, tmp_path / "trx")
+    got = spark.read.schema(trxfiles.RANKED_DDL).parquet(str(tmp_path / "trx"))
+    assert got.count() == 3000 - len([i for i in range(3000) if i % 4 == 2])
+    trx = spark.createDataFrame([r for i, r in enumerate(rows) if i % 4 != 2],
+                                schema=got.drop("seq_part", "seq_local", "_bucket").schema)
+    ranked = sequence.rank_in_partitions(trx.filter(sequence.numbered(trx)), 1)
+    rest = trx.filter(~sequence.numbered(trx)).withColumn("seq_part", F.lit(None).cast("int")) \
+        .withColumn("seq_local", F.lit(None).cast("long"))
+    want = ranked.unionByName(rest)
+    same(got.drop("_bucket"), want, [*TRX_COLS, "seq_part", "seq_local"])
+    assert got.filter(F.col("seq_part") == 0).count() > 700
+    # every transaction in its pass's bucket
+    assert {(r["trx_id"], r["_bucket"]) for r in got.select("trx_id", "_bucket").collect()} \
+        == {(r["trx_id"], i % 4) for i, r in enumerate(rows) if i % 4 != 2}
+    want_small = want.groupBy("seq_part", "source").agg(
+        F.count(F.lit(1)).alias("n"), F.min("seq_local").alias("first_local"),
+        F.sum(F.when(F.col("seq_part").isNotNull(), F.col("event_count")).otherwise(0))
+        .alias("n_changes"),
+        F.sum(F.when(F.col("status") == "open", 1).otherwise(0)).alias("n_open")).collect()
+    key = lambda r: (r["seq_part"] is None, r["seq_part"] or 0, r["source"])  # noqa: E731
+    assert sorted(small, key=key) == sorted([r.asDict() for r in want_small], key=key)
+
+
+@pytest.mark.spark
+def test_the_split_takes_the_audits_other_rows_the_lost_archives_and_the_quarantine(spark,
+                                                                                   tmp_path):
+    """``trxfiles.Side``: what the split tasks take beside the pass equals what the Spark
+    steps scan the night for: the audit's buckets of the rows read tonight without a
+    transaction (``audit.other_buckets``'s rows, summed), the lost archives (the first
+    message of a ``LOST_CLASSES`` quarantine row, ``complete_audit``) and the quarantine
+    rows (``decoder_quarantine`` and ``orphan_quarantine``); random nights with held rows,
+    rows a hook replaced left out."""
+    import random
+
+    from pyspark.sql import functions as F
+
+    from dblog.decode import LOST_CLASSES
+    from dblog.ordering.audit import BUCKET_COLUMNS, NARROW, _counted
+    from dblog.ordering.classify import QUARANTINED, other_bucket
+    from dblog.ordering.quarantine import decoder_quarantine, orphan_quarantine, quarantine
+
+    for seed in (5, 13):
+        rnd = random.Random(seed)
+        rows = []
+        for i, r in enumerate(_random_audit_night(seed)):
+            r = {**r, "record_offset": 7 * i, "record_index": i}
+            if r["kind"] == "quarantine":
+                r = {**r, "error_class": rnd.choice([*LOST_CLASSES, "bad_record", None]),
+                     "message": rnd.choice([f"m{rnd.randrange(9)}", None]),
+                     "raw_hex": rnd.choice(["0A1B", None])}
+            rows.append({**r, "commit_ts": TS if r.get("trx_end") == "commit" else None})
+        inputs = _files(tmp_path / f"in{seed}", rows)
+        # the rdb rows of the first file replaced by a hook (left out, as in the pass)
+        inputs[0] = {**inputs[0], "exclude": ["rdb"]}
+        # (``_files``: the first file holds the first half of tonight's rows)
+        tonight = [i for i, r in enumerate(rows) if not r["from_state"]]
+        first_half = set(tonight[:len(tonight) // 2])
+        kept = [r for i, r in enumerate(rows) if i not in first_half or r["format"] != "rdb"]
+        ev = events(spark, kept)
+        side = tmp_path / f"side{seed}"
+        trxfiles.run(spark, inputs, tmp_path / f"out{seed}", tmp_path / "work", 10, side)
+
+        def read(part):
+            folder = side / part
+            files = filehook.parquet_files(folder) if folder.is_dir() else []
+            return spark.read.schema(trxfiles.SIDE_DDL[part]).parquet(*files) if files \
+                else spark.createDataFrame([], trxfiles.SIDE_DDL[part])
+
+        kind = F.col("kind")
+        want_other = _counted(ev).filter(F.col("trx_id").isNull()).select(*NARROW) \
+            .withColumn("bucket", F.when(kind == "change", F.lit(QUARANTINED)).otherwise(
+                other_bucket(kind, F.col("rule"), F.lit(None).cast("string")))) \
+            .select(*BUCKET_COLUMNS)
+        agg = [F.sum("n_records").alias("n"), F.sum("n_bytes").alias("nb")]
+        keys = ["source", "format", "archive_file", "bucket"]
+        want = want_other.groupBy(*keys).agg(*agg)
+        assert want.count() > 10
+        same(read("other").groupBy(*keys).agg(*agg), want)
+        want_q = quarantine(decoder_quarantine(ev), orphan_quarantine(ev.filter(kind == "change")))
+        assert want_q.count() > 20
+        same(read("quarantine"), want_q)
+        lost = ev.filter(~F.col("from_state") & (kind == "quarantine")
+                         & F.col("error_class").isin(*LOST_CLASSES))
+        got_lost = {(r["source"], r["archive_file"]): r["message"] for r in read("lost").collect()}
+        want_lost: dict = {}
+        for r in lost.collect():
+            want_lost.setdefault((r["source"], r["archive_file"]), set()).add(r["message"])
+        assert set(got_lost) == set(want_lost) and len(got_lost) > 3
+        assert all(got_lost[k] in want_lost[k] for k in got_lost)

@@ -157,10 +157,13 @@ def resolve(spark, ev, manifest: dict, work: Path, files: SourceFiles | None = N
     on_frames = {f: h for f, h in hooks.items() if f not in by_files}
     for fmt in [f for f in on_frames if has_scope(f)]:
         # a hook that changes only the rows in its scope has nothing to do on a night
-        # without one (a Db2 LUW night of the v7 layout: no v10 undo rows); looking costs a
-        # scan of the few columns of its scope, the hook itself several jobs
+        # without one (a Db2 LUW night of the v7 layout: no v10 undo rows); the decode
+        # counted them (``scoped_rows``), else looking costs a scan of the columns of its
+        # scope, the hook itself several jobs
         mine = {fmt: on_frames[fmt]}
-        if plain.filter((F.col("format") == fmt) & hooked_rows(mine)).isEmpty():
+        known = None if run_dir is None else scoped_rows(manifest, run_dir, fmt)
+        if known == 0 or (known is None and plain.filter(
+                (F.col("format") == fmt) & hooked_rows(mine)).isEmpty()):
             del on_frames[fmt]
     report["on_frames"] = sorted(on_frames)
     report["on_files"] = sorted(by_files)
@@ -190,6 +193,43 @@ def resolve(spark, ev, manifest: dict, work: Path, files: SourceFiles | None = N
             shutil.rmtree(extra)
     return ev.filter(~changed).unionByName(
         _tagged(files, spark.read.schema(plain.schema).parquet(str(path)), path))
+
+
+def scoped_rows(manifest: dict, run_dir: Path, fmt: str) -> int | None:
+    """The rows of ``fmt`` in its hook's scope (``resolve_scope_table``) among the night's
+    events, as the decode counted them per unit (``decode_units.json``), plus those among
+    the rows held from earlier nights (read from their files, the columns the scope reads:
+    all but the row images); None when a unit has no count (no record, no
+    ``resolve_scope_table``). The rows as decoded: a repeated position marked later only
+    takes rows out of a scope, so 0 stays 0."""
+    import pyarrow.parquet as pq
+
+    scope = scope_table(fmt)
+    units = units_record(run_dir)
+    if scope is None or units is None:
+        return None
+    names = {s["name"] for s in manifest["sources"] if s["format"] == fmt}
+    mine = [u for u in units if u["source"] in names]
+    if any(not isinstance(u.get("scoped"), int) for u in mine):
+        return None
+    total = sum(u["scoped"] for u in mine)
+    for s in manifest["sources"]:
+        if s["format"] == fmt and s.get("prev_held"):
+            for path in filehook.parquet_files(Path(s["prev_held"])):
+                pf = pq.ParquetFile(path)
+                cols = [c for c in pf.schema_arrow.names if c not in ("before", "after", "ddl",
+                                                                       "seg_data", "raw_hex")]
+                for batch in pf.iter_batches(batch_size=filehook.BATCH_ROWS, columns=cols):
+                    total += int(_true_count(scope(batch)))
+    return total
+
+
+def _true_count(mask) -> int:
+    """True values of a boolean array (null as false)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    return int(pc.sum(pc.cast(pc.fill_null(mask, False), pa.int64())).as_py() or 0)
 
 
 def _fresh(path: Path) -> None:
@@ -230,7 +270,7 @@ def write_segments(spark, ev, manifest: dict, work: Path, files: SourceFiles | N
 
 
 def write_trx_counts(spark, ev, groups, work: Path, rows: int | None = None,
-                     inputs: list[dict] | None = None):
+                     inputs: list[dict] | None = None, side: Path | None = None):
     """``ordering/trx_counts``: one row per transaction (``transactions``) with its published
     change count, written once and read back (the ranking reads it three times: the range
     partitioner's sample, the numbered transactions, the others; and the audit, quarantine
@@ -241,12 +281,13 @@ def write_trx_counts(spark, ev, groups, work: Path, rows: int | None = None,
     unless a transaction is too big for that. Returns the transactions read back, their
     rows (from the Parquet footers: no job), the buckets read back, and the pass's bucket
     count when it ran on the files (None in Spark): its published changes are then in
-    ``_part=pub`` (``trxfiles.published``)."""
+    ``_part=pub`` (``trxfiles.published``), and with ``side`` the split's side outputs
+    there (``trxfiles.Side``)."""
     base = work / "trx_counts"
     n_buckets = None
     if inputs is not None:
         try:
-            n_buckets, _ = trxfiles.run(spark, inputs, base, work, rows or 0)
+            n_buckets, _ = trxfiles.run(spark, inputs, base, work, rows or 0, side)
         except filehook.TooBig as exc:
             log.warning("%s; running the transactions pass in Spark instead", exc)
     if n_buckets is None:
@@ -324,14 +365,25 @@ def event_rows(manifest: dict, run_dir: Path) -> int:
 
 
 def rank_transactions(spark, trx, work: Path, n_trx: int | None = None,
-                      n_buckets: int | None = None):
+                      n_buckets: int | None = None, transactions: Path | None = None,
+                      seq_base: dict | None = None, run_id: str = "", date: str = ""):
     """``ordering/trx``: ``trx_counts`` with, for the transactions that get a ``commit_seq``,
     their range partition and index (``sequence``); ``n_trx``: the rows of ``trx`` (sizes the
     range partitions, ``sequence.rank_partitions``). ``n_buckets``: written by the
-    transactions pass's bucket (``trxfiles.bucket_column``: ``_bucket=<b>``)."""
+    transactions pass's bucket (``trxfiles.bucket_column``: ``_bucket=<b>``), and with one
+    range partition ranked in one Python task (``trxfiles.rank``), which also writes the
+    night's ``transactions`` (``transactions``: their folder; ``seq_base``, ``run_id``,
+    ``date``). Returns the ranked transactions read back, and the small table (rows per
+    range partition and source, ``trxfiles.rank_file``) when the Python task made it (and
+    the transactions), else None."""
     from pyspark.sql import functions as F
 
     parts = None if n_trx is None else sequence.rank_partitions(n_trx)
+    if n_buckets is not None and parts == 1:
+        # one range partition: its sort in one Python task, with the small table
+        small = trxfiles.rank(spark, work / "trx_counts", n_buckets, work / "trx",
+                              transactions, seq_base, run_id, date)
+        return spark.read.schema(trxfiles.RANKED_DDL).parquet(str(work / "trx")), small
     ranked = sequence.rank_in_partitions(trx.filter(sequence.numbered(trx)), parts)
     rest = trx.filter(~sequence.numbered(trx)) \
         .withColumn("seq_part", F.lit(None).cast("int")) \
@@ -340,12 +392,12 @@ def rank_transactions(spark, trx, work: Path, n_trx: int | None = None,
     out = ranked.unionByName(rest)
     if n_buckets is None:
         _write(out, path)
-        return spark.read.parquet(path)
+        return spark.read.parquet(path), None
     out = out.withColumn(trxfiles.BUCKET, trxfiles.bucket_column(n_buckets))
     out.write.mode("overwrite").partitionBy(trxfiles.BUCKET) \
         .options(**parquet_options(out.columns)).parquet(path)
     # (the schema given: a night without transactions writes no partition, no file)
-    return spark.read.schema(out.schema).parquet(path)
+    return spark.read.schema(out.schema).parquet(path), None
 
 
 def order_stage(spark, manifest: dict, run_dir: Path) -> dict:
@@ -382,8 +434,13 @@ def order_stage(spark, manifest: dict, run_dir: Path) -> dict:
     groups = write_segments(spark, ev, manifest, work, files, inputs, n_rows)
     if inputs is not None and groups is not None:
         inputs = trx_inputs(manifest, run_dir, work, hooked, True, files)
+    # without segments, the split also takes the audit's rows without a transaction, the
+    # lost archives and the quarantine rows (``trxfiles.Side``): no scan of the night for them
+    side = work / "side" if groups is None else None
     trx_counts, n_trx, pass_buckets, n_buckets = write_trx_counts(spark, ev, groups, work,
-                                                                  n_rows, inputs)
+                                                                  n_rows, inputs, side)
+    if n_buckets is None:
+        side = None
     # a night of few transactions joins them by broadcast: the rows are not shuffled for it
     few = n_trx <= TRX_BROADCAST_MAX
 
@@ -405,6 +462,22 @@ def order_stage(spark, manifest: dict, run_dir: Path) -> dict:
         """The audit and the quarantine; with segments, the pieces' buckets first, decided
         once for both (``ordering/pieces``: the joins of every piece with its group and
         their transactions; the audit reads tonight's, the quarantine the quarantined)."""
+        if side is not None:
+            def part(name):
+                folder = side / name
+                ddl = trxfiles.SIDE_DDL[name]
+                if folder.is_dir() and filehook.parquet_files(folder):
+                    return spark.read.schema(ddl).parquet(str(folder))
+                return local_frame(spark, [], ddl)
+
+            buckets = part("other").withColumn("from_state", F.lit(False)).unionByName(
+                pass_buckets.withColumn("from_state", F.lit(False)))
+            out_audit = complete_audit(spark, manifest, audit(buckets, listed).withColumns(night),
+                                       ev, AUDIT_COLUMNS, lost=part("lost"))
+            out_q = quarantine(part("quarantine")).select(*_columns(QUARANTINE_COLUMNS, night))
+            run_concurrently([_deferred(out_audit, run_dir / AUDIT, by_night),
+                              _deferred(out_q, run_dir / QUARANTINE, by_night)])
+            return
         pieces = None
         if groups is not None:
             path = str(work / "pieces")
@@ -430,18 +503,35 @@ def order_stage(spark, manifest: dict, run_dir: Path) -> dict:
         """The commit_seq chain: rank, the one collect (rows per range partition and
         source, their published changes, open transactions), then the outputs that need
         ``commit_seq`` or the open transactions' count."""
-        trx = rank_transactions(spark, trx_counts, work, n_trx, n_buckets)
-        small.extend(trx.groupBy("seq_part", "source").agg(
+        trx, ranked = rank_transactions(spark, trx_counts, work, n_trx, n_buckets,
+                                        run_dir / TRANSACTIONS, seq_base, run_id, date)
+        small.extend(ranked if ranked is not None else trx.groupBy("seq_part", "source").agg(
             F.count(F.lit(1)).alias("n"), F.min("seq_local").alias("first_local"),
             F.sum(F.when(F.col("seq_part").isNotNull(), F.col("event_count")).otherwise(0))
             .alias("n_changes"),
             F.sum(F.when(F.col("status") == "open", 1).otherwise(0)).alias("n_open")).collect())
         counts = [(r["seq_part"], r["source"], r["n"], r["first_local"]) for r in small
                   if r["seq_part"] is not None]
+        offsets = sequence.partition_offsets(counts, seq_base)
+        if n_buckets is not None:
+            # the pass published the changes by bucket: only the commit_seq to add, then the
+            # rows taken from their files (and the transactions, unless the ranking in Python
+            # wrote them); no Spark plan of the changes is built
+            def changes_on_files() -> None:
+                trxfiles.sequence(spark, work / "trx_counts", work / "trx", offsets, n_buckets,
+                                  work / SEQ)
+                written.update(write_changes(spark, files, work / SEQ, run_dir / CHANGES,
+                                             run_id, date))
+
+            run_concurrently([changes_on_files, *([] if ranked is not None else [_deferred(
+                sequence.with_commit_seq(trx, offsets).filter(F.col("status") != "open")
+                .select(*_columns(TRANSACTION_COLUMNS, night)), run_dir / TRANSACTIONS,
+                by_night)])])
+            return
         n_open = sum(int(r["n_open"]) for r in small)
         # commit_seq from the offsets as a constant of each query that reads ``trx`` (a
         # broadcast join with a local table cost each of those queries a job)
-        trx = sequence.with_commit_seq(trx, sequence.partition_offsets(counts, seq_base))
+        trx = sequence.with_commit_seq(trx, offsets)
         # changes: decided on narrow rows (no row image is shuffled); the published rows
         # are then taken from their files (``wide``). Both sides of the join are partitioned
         # by transaction into as many partitions as the transactions pass, a count AQE keeps
@@ -459,21 +549,16 @@ def order_stage(spark, manifest: dict, run_dir: Path) -> dict:
         seq_rows = seq_columns(sequence.event_seq(published))
         out_trx = trx.filter(F.col("status") != "open").select(*_columns(TRANSACTION_COLUMNS, night))
         held = held_rows(ev, trx.filter(F.col("status") == "open"),
-                         broadcast=n_open <= OPEN_BROADCAST_MAX) if n_buckets is None else None
+                         broadcast=n_open <= OPEN_BROADCAST_MAX)
 
         def changes_job() -> None:
-            if n_buckets is None:
-                _deferred(seq_rows, work / SEQ, (FID,))()
-            else:           # the pass published them by bucket: only the commit_seq to add
-                trxfiles.sequence(spark, work / "trx_counts", work / "trx",
-                                  sequence.partition_offsets(counts, seq_base), n_buckets,
-                                  work / SEQ)
+            _deferred(seq_rows, work / SEQ, (FID,))()
             written.update(write_changes(spark, files, work / SEQ, run_dir / CHANGES, run_id, date))
 
         run_concurrently([
             changes_job,
             _deferred(out_trx, run_dir / TRANSACTIONS, by_night),
-            *([] if held is None else [_deferred(held, state_dir / HELD_DIR, ("source",))]),
+            _deferred(held, state_dir / HELD_DIR, ("source",)),
         ])
 
     run_concurrently([

@@ -41,7 +41,8 @@ from decoders.events import EVENT_SCHEMA
 from ..decode import hidden_temp
 from . import filehook
 from .hooks import scope_table
-from .transactions import (AUDIT_COLUMNS, KEYS, NARROW_COLUMNS, TRX_COUNTS_SCHEMA, _buckets,
+from .transactions import (AUDIT_COLUMNS, KEYS, NARROW_COLUMNS, TRX_COUNTS_DDL,
+                           TRX_COUNTS_SCHEMA, _buckets,
                            categories, compensated, final, partial)
 from .wide import FID, ROW, SEQ_COLUMNS
 
@@ -120,13 +121,135 @@ def _conform(batch: pa.RecordBatch, spec: dict, first_row: int) -> pa.RecordBatc
     # the rows a hook replaced (its output is in the resolved files): a format's rows
     # (``exclude``), or those in its scope (``scoped``; ``hooks.hooked_rows``, never null)
     fmt = out.column("format")
+    replaced = pa.repeat(pa.scalar(False), n)
     if spec.get("exclude"):
-        keep = pc.and_(keep, pc.invert(pc.fill_null(
-            pc.is_in(fmt, pa.array(spec["exclude"], pa.string())), False)))
+        replaced = pc.or_(replaced, pc.fill_null(
+            pc.is_in(fmt, pa.array(spec["exclude"], pa.string())), False))
     for name in spec.get("scoped") or ():
-        replaced = pc.and_(pc.equal(fmt, name), pc.fill_null(scope_table(name)(out), False))
-        keep = pc.and_(keep, pc.invert(pc.fill_null(replaced, False)))
-    return out.filter(keep)
+        replaced = pc.or_(replaced, pc.fill_null(
+            pc.and_(pc.equal(fmt, name), pc.fill_null(scope_table(name)(out), False)), False))
+    if spec.get("side") is not None and not segments:
+        spec["_side"].add(batch, out, pc.invert(replaced))
+    return out.filter(pc.and_(keep, pc.invert(replaced)))
+
+
+# ----------------------------------------------------------------- the night's side outputs
+
+SIDE_COLUMNS = ["error_class", "message", "raw_hex", "record_offset"]
+QUARANTINE_SCHEMA = pa.schema([("source", pa.string()), ("format", pa.string()),
+                               ("archive_file", pa.string()), ("record_offset", pa.int64()),
+                               ("error_class", pa.string()), ("message", pa.string()),
+                               ("raw_hex", pa.string()), ("n_records", pa.int64()),
+                               ("n_bytes", pa.int64())])
+OTHER_SCHEMA = pa.schema([("source", pa.string()), ("format", pa.string()),
+                          ("archive_file", pa.string()), ("bucket", pa.string()),
+                          ("n_records", pa.int64()), ("n_bytes", pa.int64())])
+LOST_SCHEMA = pa.schema([("source", pa.string()), ("archive_file", pa.string()),
+                         ("message", pa.string())])
+SIDE_PARTS = {"other": OTHER_SCHEMA, "lost": LOST_SCHEMA, "quarantine": QUARANTINE_SCHEMA}
+SIDE_DDL = {name: ", ".join(f"{f.name} {'LONG' if f.type == pa.int64() else 'STRING'}"
+                            for f in schema) for name, schema in SIDE_PARTS.items()}
+
+
+def _sum_other(t: pa.Table) -> pa.Table:
+    """``OTHER_SCHEMA`` rows summed per (source, format, archive_file, bucket); a sum of
+    nulls only is null, as Spark's."""
+    keys = ["source", "format", "archive_file", "bucket"]
+    g = t.group_by(keys, use_threads=False).aggregate([("n_records", "sum"), ("n_bytes", "sum")])
+    return pa.table({**{k: g.column(k) for k in keys},
+                     "n_records": g.column("n_records_sum").cast(pa.int64()),
+                     "n_bytes": g.column("n_bytes_sum").cast(pa.int64())}, schema=OTHER_SCHEMA)
+
+
+class Side:
+    """What a split task also takes from the rows it reads (every row of ``ev``: its file's
+    rows but those a hook replaced), so that the audit and the quarantine need not scan the
+    night again in Spark: the audit's buckets of the rows read tonight without a
+    transaction (``audit.other_buckets``, summed per source, format, archive and bucket),
+    the lost archives' first message (``accounting.complete_audit``) and the quarantine
+    rows (``quarantine.decoder_quarantine`` and ``orphan_quarantine``). Spark's
+    three-valued logic throughout: a row whose condition is null is left out."""
+
+    def __init__(self) -> None:
+        self.other: list[pa.Table] = []
+        self.lost: list[pa.Table] = []
+        self.quarantine: list[pa.Table] = []
+
+    def add(self, raw: pa.RecordBatch, rows: pa.RecordBatch, kept) -> None:
+        from ..decode import LOST_CLASSES
+        from .classify import QUARANTINED
+
+        n = rows.num_rows
+        kind = rows.column("kind")
+        tonight = pc.and_kleene(kept, pc.invert(rows.column("from_state")))
+
+        def col(name, t):
+            return raw.column(name).cast(t) if name in raw.schema.names else pa.nulls(n, t)
+
+        def where(mask):
+            return pc.fill_null(mask, False)
+
+        # the rows the audit counts without a transaction (``audit._counted``)
+        counted = pc.and_kleene(pc.and_kleene(tonight, pc.invert(
+            pc.is_in(kind, pa.array(["segment", "carry"])))), pc.or_kleene(
+            pc.not_equal(kind, "change"), pc.and_kleene(pc.is_null(rows.column("seg_key")),
+                                                        pc.greater(rows.column("n_records"), 0))))
+        other = where(pc.and_kleene(counted, pc.is_null(rows.column("trx_id"))))
+        if pc.any(other).as_py():
+            t = pa.table(rows).filter(other)
+            k = t.column("kind")
+            quarantined = pc.fill_null(pc.is_in(k, pa.array(["change", "quarantine"])), False)
+            skip = pc.fill_null(pc.equal(k, "skip"), False)
+            bucket = pc.if_else(quarantined, pa.scalar(QUARANTINED),
+                                pc.if_else(skip, pc.binary_join_element_wise(
+                                    "skipped:", t.column("rule"), ""), pa.scalar("control")))
+            g = pa.table({"source": t.column("source"), "format": t.column("format"),
+                          "archive_file": t.column("archive_file"), "bucket": bucket,
+                          "n_records": t.column("n_records").cast(pa.int64()),
+                          "n_bytes": t.column("n_bytes").cast(pa.int64())})
+            self.other.append(_sum_other(g))
+        q = where(pc.and_kleene(tonight, pc.equal(kind, "quarantine")))
+        orphan = where(pc.and_kleene(pc.and_kleene(tonight, pc.equal(kind, "change")),
+                                     pc.is_null(rows.column("trx_id"))))
+        if pc.any(pc.or_(q, orphan)).as_py():
+            error_class = col("error_class", pa.string())
+            message = col("message", pa.string())
+            quarantine = pa.table({
+                "source": rows.column("source"), "format": rows.column("format"),
+                "archive_file": rows.column("archive_file"),
+                "record_offset": col("record_offset", pa.int64()),
+                "error_class": pc.if_else(orphan, pa.scalar("no_transaction"), error_class),
+                "message": pc.if_else(orphan, pa.scalar("change record without a transaction id"),
+                                      message),
+                "raw_hex": pc.utf8_lower(pc.if_else(orphan, pa.scalar(None, pa.string()),
+                                                    col("raw_hex", pa.string()))),
+                "n_records": rows.column("n_records").cast(pa.int64()),
+                "n_bytes": rows.column("n_bytes").cast(pa.int64())}, schema=QUARANTINE_SCHEMA)
+            self.quarantine.append(quarantine.filter(pc.or_(q, orphan)))
+            lost = where(pc.and_kleene(q, pc.is_in(error_class, pa.array(list(LOST_CLASSES)))))
+            if pc.any(lost).as_py():
+                self.lost.append(pa.table({"source": rows.column("source"),
+                                           "archive_file": rows.column("archive_file"),
+                                           "message": message}, schema=LOST_SCHEMA).filter(lost))
+
+    def write(self, folder: str, task: int) -> None:
+        """``<folder>/<part>/part-<task>.parquet`` for each part with rows: ``other``
+        summed again over the task's batches, ``lost`` one row per (source, archive)."""
+        parts = {"other": self.other, "lost": self.lost, "quarantine": self.quarantine}
+        for part, tables in parts.items():
+            if not tables:
+                continue
+            t = pa.concat_tables(tables)
+            if part == "other":
+                t = _sum_other(t)
+            elif part == "lost":
+                g = t.group_by(["source", "archive_file"], use_threads=False) \
+                    .aggregate([("message", "first")])
+                t = pa.table({"source": g.column("source"),
+                              "archive_file": g.column("archive_file"),
+                              "message": g.column("message_first")}, schema=LOST_SCHEMA)
+            os.makedirs(os.path.join(folder, part), exist_ok=True)
+            _write(t, os.path.join(folder, part, f"part-{task:05d}.parquet"))
 
 
 def split_file(spec: dict) -> tuple[int, dict]:
@@ -136,7 +259,10 @@ def split_file(spec: dict) -> tuple[int, dict]:
 
     n = int(spec["buckets"])
     pf = pq.ParquetFile(spec["path"])
-    cols = [c for c in pf.schema_arrow.names if c in SPLIT_SCHEMA.names]
+    side = spec.get("side") is not None and spec["role"] != "segments"
+    wanted = SPLIT_SCHEMA.names + (SIDE_COLUMNS if side else [])
+    cols = [c for c in pf.schema_arrow.names if c in wanted]
+    spec = {**spec, "_side": Side()} if side else spec
 
     def batches():
         first = 0
@@ -144,8 +270,11 @@ def split_file(spec: dict) -> tuple[int, dict]:
             yield _conform(b, spec, first)
             first += b.num_rows
 
-    return filehook.write_split(os.path.join(spec["out"], f"{int(spec['task']):05d}.arrow"),
-                                SPLIT_SCHEMA, batches(), lambda b: buckets_of(b, n))
+    out = filehook.write_split(os.path.join(spec["out"], f"{int(spec['task']):05d}.arrow"),
+                               SPLIT_SCHEMA, batches(), lambda b: buckets_of(b, n))
+    if side:
+        spec["_side"].write(spec["side"], int(spec["task"]))
+    return out
 
 
 def _write(table: pa.Table, final_path: str) -> None:
@@ -220,24 +349,28 @@ def summarize_bucket(spec: dict) -> int:
     return trx.num_rows
 
 
-def run(spark, inputs: list[dict], out_dir: Path, work: Path, rows: int) -> int:
+def run(spark, inputs: list[dict], out_dir: Path, work: Path, rows: int,
+        side: Path | None = None) -> int:
     """The pass on ``inputs`` (path, role ``rows`` or ``segments``, source or None,
     from_state or None: read from the file, exclude: formats whose rows are left out,
     scoped: formats whose rows in their hook's scope are left out, ``resolve_scope_table``
     on the pass's columns),
     about ``rows`` rows in all -> ``out_dir/_part=trx`` and ``out_dir/_part=audit``
-    and ``out_dir/_part=pub`` (replaced). Returns (the bucket count, the transactions).
-    Raises ``filehook.TooBig`` before writing."""
+    and ``out_dir/_part=pub`` (replaced); with ``side``, the split tasks' side outputs
+    there (``Side``: ``other``, ``lost``, ``quarantine``; replaced). Returns (the bucket
+    count, the transactions). Raises ``filehook.TooBig`` before writing."""
     import shutil
 
     n = filehook.bucket_count(rows, int(spark.sparkContext.defaultParallelism))
     out_dir = Path(out_dir)
-    if out_dir.exists():
-        shutil.rmtree(out_dir)
+    for folder in (out_dir, side):
+        if folder is not None and Path(folder).exists():
+            shutil.rmtree(folder)
     for part in (TRX_PART, AUDIT_PART, PUB_PART, HELD_PART):
         (out_dir / part).mkdir(parents=True)
+    extra = {} if side is None else {"side": str(Path(side).resolve())}
     return n, filehook.split_then_run(
-        spark, "transactions", [{**x, "buckets": n} for x in inputs], split_file,
+        spark, "transactions", [{**x, "buckets": n, **extra} for x in inputs], split_file,
         Path(work) / "buckets-trx", n, summarize_bucket,
         lambda b, parts: {"bucket": b, "parts": parts, "out": str(out_dir)},
         "one transaction has too many rows to summarise in memory", "summarise")
@@ -346,6 +479,169 @@ def bucket_column(n: int):
     return F.pmod(crc[0] + crc[1], F.lit(int(n))).cast("int")
 
 
+RANKED_DDL = TRX_COUNTS_DDL + ", seq_part INT, seq_local LONG, _bucket INT"
+RANK_KEY_COLUMNS = ["source", "commit_position", "trx_id", "status", "event_count"]
+RANK_SUMMARY = "_ranks.json"     # (``_``: not read as data by Spark)
+
+
+def rank_file(spec: dict) -> int:
+    """Ranking task for a night whose numbered transactions fit one range partition
+    (``sequence.rank_partitions`` == 1): ``spec`` (pass: the pass's ``_part=trx`` folder,
+    n: the bucket count, out: the ranked folder) -> every transaction of each bucket with
+    ``seq_part`` 0 and ``seq_local`` (its index among the numbered transactions sorted by
+    ``sequence.SEQ_KEYS``, nulls first, as Spark's sort) or both null when it gets no
+    ``commit_seq``, written as ``<out>/_bucket=<b>/part-00000.parquet``: the rows and the
+    layout of ``stage.rank_transactions`` with one range partition. Beside them
+    ``<out>/_ranks.json``: the small table the stage collected from them (per seq_part and
+    source: n, first_local, n_changes, n_open). Holds the sort keys of the night's
+    transactions (at most ``RANK_ROWS_PER_TASK``, the rows of Spark's one partition) and
+    one bucket's transactions at a time. Returns the transactions written."""
+    import json
+
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    n = int(spec["n"])
+    files = [(b, os.path.join(spec["pass"], f"part-{b:05d}.parquet")) for b in range(n)]
+    files = [(b, f) for b, f in files if os.path.exists(f)]
+    keys = [pq.read_table(f, columns=RANK_KEY_COLUMNS) for _, f in files]
+    sizes = [t.num_rows for t in keys]
+    numbered_masks = [pc.fill_null(pc.and_(
+        pc.equal(t.column("status"), "committed"),
+        pc.greater(pc.coalesce(t.column("event_count"), 0), 0)), False) for t in keys]
+    num = pa.concat_tables([t.filter(m).select(["source", "commit_position", "trx_id",
+                                                   "event_count"])
+                            for t, m in zip(keys, numbered_masks)]) if keys else None
+    total = 0 if num is None else num.num_rows
+    local = np.empty(total, np.int64)
+    if total:
+        order = pc.sort_indices(num, sort_keys=[(c, "ascending", "at_start")
+                                                for c in ("source", "commit_position", "trx_id")])
+        local[order.to_numpy()] = np.arange(total, dtype=np.int64)
+    # the small table: per source, the numbered (seq_part 0) and the others (null)
+    rows = []
+    if total:
+        g = pa.table({"source": num.column("source"), "l": local,
+                      "c": pc.coalesce(num.column("event_count"), 0)}) \
+            .group_by("source", use_threads=False).aggregate(
+                [("l", "count"), ("l", "min"), ("c", "sum")])
+        rows += [{"seq_part": 0, "source": s, "n": n_, "first_local": f, "n_changes": c,
+                  "n_open": 0} for s, n_, f, c in zip(
+                      *(g.column(x).to_pylist() for x in ("source", "l_count", "l_min", "c_sum")))]
+    rest = pa.concat_tables([t.filter(pc.invert(m)) for t, m in zip(keys, numbered_masks)]) \
+        if keys else None
+    if rest is not None and rest.num_rows:
+        g = pa.table({"source": rest.column("source"),
+                      "o": pc.cast(pc.fill_null(pc.equal(rest.column("status"), "open"), False),
+                                   pa.int64())}) \
+            .group_by("source", use_threads=False).aggregate([("o", "count"), ("o", "sum")])
+        rows += [{"seq_part": None, "source": s, "n": n_, "first_local": None, "n_changes": 0,
+                  "n_open": o} for s, n_, o in zip(
+                      *(g.column(x).to_pylist() for x in ("source", "o_count", "o_sum")))]
+    # commit_seq = the source's base + its index among the source's numbered + 1
+    first = {r["source"]: r["first_local"] for r in rows if r["seq_part"] == 0}
+    bases = spec.get("seq_base") or {}
+    start = 0
+    for (b, f), size, m in zip(files, sizes, numbered_masks):
+        table = pq.read_table(f, schema=TRX_COUNTS_SCHEMA)
+        mask = m.to_numpy(zero_copy_only=False)
+        k = int(mask.sum())
+        seq_local = np.zeros(size, np.int64)
+        seq_local[mask] = local[start:start + k]
+        start += k
+        numbered = pa.array(mask)
+        table = table.append_column("seq_part", pc.if_else(
+            numbered, pa.scalar(0, pa.int32()), pa.scalar(None, pa.int32()))) \
+            .append_column("seq_local", pc.if_else(numbered, pa.array(seq_local),
+                                                   pa.scalar(None, pa.int64())))
+        folder = os.path.join(spec["out"], f"{BUCKET}={b}")
+        os.makedirs(folder, exist_ok=True)
+        _write(table, os.path.join(folder, "part-00000.parquet"))
+        if spec.get("transactions"):
+            _write_transactions(table, numbered, seq_local, first, bases, spec, b)
+    tmp = hidden_temp(os.path.join(spec["out"], RANK_SUMMARY))
+    with open(tmp, "w") as fh:
+        json.dump(rows, fh)
+    os.replace(tmp, os.path.join(spec["out"], RANK_SUMMARY))
+    return int(sum(sizes))
+
+
+TRANSACTIONS_SCHEMA = pa.schema([
+    ("trx_id", pa.string()), ("commit_seq", pa.int64()), ("status", pa.string()),
+    ("begin_position", pa.string()), ("commit_position", pa.string()),
+    ("commit_ts", pa.timestamp("us", tz="UTC")), ("user", pa.string()),
+    ("event_count", pa.int64()), ("run_id", pa.string())])
+
+
+def _write_transactions(table: pa.Table, numbered: pa.Array, seq_local, first: dict,
+                        bases: dict, spec: dict, bucket: int) -> None:
+    """A bucket's ranked transactions -> the published ``transactions`` of the night: those
+    not open, with ``commit_seq`` (the numbered ones), as the stage's Spark write makes them
+    (``TRANSACTION_COLUMNS``; ``source`` and ``date`` in the folder names, ``commit_ts`` as
+    INT96), ``<transactions>/source=<S>/date=<D>/part-<bucket>.parquet``."""
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    from ..mirror import escape_path_name
+    from .schema import DICTIONARY_COLUMNS
+
+    sources = table.column("source")
+    src = sources.to_pylist() if table.num_rows else []
+    off = np.array([int(bases.get(s, 0)) - int(first.get(s) or 0) + 1 for s in src], np.int64)
+    commit_seq = pc.if_else(numbered, pa.array(seq_local + off), pa.scalar(None, pa.int64()))
+    out = pa.table({"trx_id": table.column("trx_id"), "commit_seq": commit_seq,
+                    "status": table.column("status"),
+                    "begin_position": table.column("begin_position"),
+                    "commit_position": table.column("commit_position"),
+                    "commit_ts": table.column("commit_ts"), "user": table.column("user"),
+                    "event_count": table.column("event_count"),
+                    "run_id": pa.repeat(pa.scalar(spec["run_id"], pa.string()), table.num_rows)},
+                   schema=TRANSACTIONS_SCHEMA)
+    keep = pc.fill_null(pc.not_equal(table.column("status"), "open"), True)
+    out, sources = out.filter(keep), sources.filter(keep)
+    for s in pc.unique(sources).to_pylist():
+        folder = os.path.join(spec["transactions"], f"source={escape_path_name(s)}",
+                              f"date={escape_path_name(spec['date'])}")
+        os.makedirs(folder, exist_ok=True)
+        final_path = os.path.join(folder, f"part-{bucket:05d}.parquet")
+        tmp = hidden_temp(final_path)
+        try:
+            pq.write_table(out.filter(pc.equal(sources, s)), tmp, compression="snappy",
+                           use_deprecated_int96_timestamps=True,
+                           use_dictionary=[c for c in out.column_names if c in DICTIONARY_COLUMNS])
+            os.replace(tmp, final_path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
+
+def rank(spark, pass_dir: Path, n: int, out_dir: Path, transactions: Path | None = None,
+         seq_base: dict | None = None, run_id: str = "", date: str = "") -> list[dict]:
+    """``ordering/trx`` by the pass's bucket from its transactions (``pass_dir/_part=trx``)
+    in one Python task (``rank_file``) instead of Spark's range sort and partitioned write,
+    for a night whose numbered transactions fit one range partition; with
+    ``transactions``, also the night's published transactions there (``commit_seq`` from
+    ``seq_base``, the sources' sequences; ``run_id``, ``date``). ``out_dir`` and
+    ``transactions`` are replaced. Returns the small table (``rank_file``)."""
+    import json
+    import shutil
+
+    out_dir = Path(out_dir)
+    for folder in (out_dir, transactions):
+        if folder is None:
+            continue
+        if Path(folder).exists():
+            shutil.rmtree(folder)
+        Path(folder).mkdir(parents=True)
+    spec = {"task": 0, "pass": str(Path(pass_dir) / TRX_PART), "n": int(n), "out": str(out_dir),
+            "transactions": None if transactions is None else str(Path(transactions).resolve()),
+            "seq_base": {k: int(v) for k, v in (seq_base or {}).items()},
+            "run_id": run_id, "date": date}
+    filehook.run_tasks(spark, f"sequence: rank the transactions of {n} buckets", [spec], "task",
+                       rank_file)
+    return json.loads((out_dir / RANK_SUMMARY).read_text())
+
+
 OFFSET_SCHEMA = pa.schema([("seq_part", pa.int32()), ("source", pa.string()),
                            ("seq_offset", pa.int64())])
 
@@ -414,5 +710,5 @@ def sequence(spark, pass_dir: Path, trx_dir: Path, offsets: list, n: int, seq_di
 
 
 __all__ = ["BUCKETS_SCHEMA", "SPLIT_SCHEMA", "bucket_column", "buckets_of", "hold", "hold_file",
-           "published", "run",
+           "published", "rank", "rank_file", "run",
            "sequence", "sequence_bucket", "split_file", "summarize_bucket"]
