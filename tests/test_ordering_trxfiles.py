@@ -426,3 +426,59 @@ def test_the_split_takes_the_audits_other_rows_the_lost_archives_and_the_quarant
             want_lost.setdefault((r["source"], r["archive_file"]), set()).add(r["message"])
         assert set(got_lost) == set(want_lost) and len(got_lost) > 3
         assert all(got_lost[k] in want_lost[k] for k in got_lost)
+
+
+@pytest.mark.spark
+def test_the_audit_in_the_driver_equals_the_spark_audit(spark):
+    """``nightfiles.audit_rows`` against ``audit.audit`` then ``accounting.complete_audit``:
+    random buckets (skip rules, a null rule's null bucket, null counts, archives the
+    manifest does not list, listed archives without rows), lost archives with their loss
+    accepted or not, and the landing zone's ignored, refused and duplicate files."""
+    import random
+
+    from pyspark.sql import functions as F
+
+    from dblog.accounting import complete_audit
+    from dblog.ordering import nightfiles
+    from dblog.ordering.audit import audit
+    from dblog.ordering.schema import AUDIT_COLUMNS, AUDIT_DDL
+
+    rnd = random.Random(7)
+    archives = [(s, f, f"{s}/a{i}.log") for s, f in (("s1", "rdb"), ("s2", "soliddb"))
+                for i in range(6)]
+    manifest = {"run_id": "r1", "date": "2026-11-05", "sources": [
+        {"name": s, "format": f,
+         "archives": [{"file": a, "size": 1000 + i, "accept_loss": i % 2 == 0}
+                      for i, (s2, _, a) in enumerate(archives) if s2 == s],
+         "landing": [{"file": f"{s}/x.tmp", "status": "ignored", "size": 5, "reason": "not an archive"},
+                     {"file": f"{s}/y.log", "status": "duplicate", "size": 9,
+                      "duplicate_of": f"{s}/a1.log", "reason": "same bytes"},
+                     {"file": f"{s}/z.log", "status": "refused", "size": 3, "reason": "é" * 1200}]}
+        for s, f in (("s1", "rdb"), ("s2", "soliddb"))]}
+    buckets = []
+    for _ in range(300):
+        s, f, a = rnd.choice(archives[:-2] + [("s1", "rdb", "s1/unlisted.log")])
+        buckets.append({"source": s, "format": f, "archive_file": a,
+                        "bucket": rnd.choice(["published", "control", "held_open", "quarantined",
+                                              "skipped:nop", "skipped:ddl", None]),
+                        "n_records": rnd.choice([None, 0, 1, 2, 5]),
+                        "n_bytes": rnd.choice([None, 10, 300])})
+    lost = {("s1", "s1/a0.log"): "unreadable: gone", ("s2", "s2/a1.log"): "decoder failed",
+            ("s2", "s2/a3.log"): "x" * 1500}
+    order = [x.split(" ", 1)[0] for x in AUDIT_DDL.split(", ")]
+    got = spark.createDataFrame([tuple(r[c] for c in order)
+                                 for r in nightfiles.audit_rows(manifest, buckets, lost)], AUDIT_DDL)
+    ddl = "source STRING, format STRING, archive_file STRING, bucket STRING, n_records LONG, " \
+          "n_bytes LONG"
+    rows = spark.createDataFrame([tuple(b[c] for c in ("source", "format", "archive_file",
+                                                      "bucket", "n_records", "n_bytes"))
+                                  for b in buckets], ddl)
+    listed = spark.createDataFrame(archives, "source STRING, format STRING, archive_file STRING")
+    lost_df = spark.createDataFrame([(s, a, m) for (s, a), m in lost.items()],
+                                    "source STRING, archive_file STRING, message STRING")
+    night = {"run_id": F.lit("r1"), "date": F.lit("2026-11-05")}
+    want = complete_audit(spark, manifest, audit(rows, listed).withColumns(night), None,
+                          AUDIT_COLUMNS, lost=lost_df)
+    assert want.count() == len(archives) + 6
+    assert want.filter(F.col("skipped_by_rule") != "{}").count() > 4
+    same(got, want, AUDIT_COLUMNS)

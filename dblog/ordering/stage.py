@@ -38,7 +38,7 @@ from ..accounting import (complete_audit, quarantine_duplicate_positions, unique
 from ..decode import EVENTS_DIR, spark_event_schema
 from ..sparkio import local_frame, run_concurrently, write_parquet
 from ..stage import CARRY_DIR, HELD_DIR, SEQ_FILE
-from . import filehook, segfiles, sequence, trxfiles
+from . import filehook, nightfiles, segfiles, sequence, trxfiles
 from .audit import audit, other_buckets
 from .classify import QUARANTINED, published_changes, segment_buckets
 from .hooks import apply_hooks, format_hooks, has_scope, hooked_rows, scope_table
@@ -463,20 +463,9 @@ def order_stage(spark, manifest: dict, run_dir: Path) -> dict:
         once for both (``ordering/pieces``: the joins of every piece with its group and
         their transactions; the audit reads tonight's, the quarantine the quarantined)."""
         if side is not None:
-            def part(name):
-                folder = side / name
-                ddl = trxfiles.SIDE_DDL[name]
-                if folder.is_dir() and filehook.parquet_files(folder):
-                    return spark.read.schema(ddl).parquet(str(folder))
-                return local_frame(spark, [], ddl)
-
-            buckets = part("other").withColumn("from_state", F.lit(False)).unionByName(
-                pass_buckets.withColumn("from_state", F.lit(False)))
-            out_audit = complete_audit(spark, manifest, audit(buckets, listed).withColumns(night),
-                                       ev, AUDIT_COLUMNS, lost=part("lost"))
-            out_q = quarantine(part("quarantine")).select(*_columns(QUARANTINE_COLUMNS, night))
-            run_concurrently([_deferred(out_audit, run_dir / AUDIT, by_night),
-                              _deferred(out_q, run_dir / QUARANTINE, by_night)])
+            # from the pass's and the split's tables, in the driver (``nightfiles``)
+            nightfiles.write_audit(manifest, work / "trx_counts", side, run_dir / AUDIT)
+            nightfiles.write_quarantine(manifest, side, run_dir / QUARANTINE)
             return
         pieces = None
         if groups is not None:
