@@ -337,7 +337,7 @@ def decode_unit(unit: dict) -> Iterator[pa.RecordBatch]:
 
 
 WRITTEN_SCHEMA = ("unit_id INT, file STRING, rows BIGINT, bytes BIGINT, positions STRING, "
-                  "scoped BIGINT")
+                  "scoped BIGINT, carry BIGINT")
 UNITS_FILE = "decode_units.json"   # per work unit: its file, rows and position run (run dir)
 # the kinds of rows whose positions must not repeat in a source's night (the ordering's
 # ``duplicate_position`` rule, ``accounting.POSITION_KINDS``)
@@ -408,13 +408,15 @@ def hidden_temp(path: str) -> str:
     return os.path.join(d, f".{name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
 
 
-def write_unit(unit_id: int, unit: dict, out_dir: str) -> tuple[str, int, int, str, int | None]:
+def write_unit(unit_id: int, unit: dict, out_dir: str) -> tuple[str, int, int, str, int | None,
+                                                                 int]:
     """Decode one work unit straight into ``<out_dir>/part-<unit_id>.parquet`` with pyarrow,
     batch by batch (memory: one batch). Written under a hidden name (Spark's reader skips
     names starting with ``.``) and renamed when whole, so a retried or speculative attempt
     replaces the file with the same content and a killed one leaves nothing a reader sees.
-    Returns (file name, rows, bytes, the unit's ``PositionRun`` as JSON, and the rows in
-    the scope of its format's hook: ``resolve_scope_table``, None without one)."""
+    Returns (file name, rows, bytes, the unit's ``PositionRun`` as JSON, the rows in the
+    scope of its format's hook: ``resolve_scope_table``, None without one, and its
+    ``carry`` rows)."""
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
@@ -426,6 +428,7 @@ def write_unit(unit_id: int, unit: dict, out_dir: str) -> tuple[str, int, int, s
     scope = getattr(get_format(unit["format"]), "resolve_scope_table", None) \
         if unit.get("format") else None
     scoped = None if scope is None else 0
+    carry = 0
     try:
         with pq.ParquetWriter(tmp, EVENT_SCHEMA, **PARQUET_OPTIONS) as writer:
             for batch in decode_unit(unit):
@@ -437,11 +440,14 @@ def write_unit(unit_id: int, unit: dict, out_dir: str) -> tuple[str, int, int, s
                 if scope is not None and batch.num_rows:
                     scoped += int(pc.sum(pc.cast(pc.fill_null(scope(batch), False),
                                                  pa.int64())).as_py() or 0)
+                if batch.num_rows:
+                    carry += int(pc.sum(pc.cast(pc.fill_null(
+                        pc.equal(batch.column("kind"), "carry"), False), pa.int64())).as_py() or 0)
         os.replace(tmp, final)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
-    return name, rows, os.path.getsize(final), run.to_json(), scoped
+    return name, rows, os.path.getsize(final), run.to_json(), scoped, carry
 
 
 def _write_partition(out_dir: str):
@@ -449,13 +455,14 @@ def _write_partition(out_dir: str):
         for batch in batches:
             for unit_id, payload in zip(batch.column("unit_id").to_pylist(),
                                         batch.column("payload").to_pylist()):
-                name, rows, size, positions, scoped = write_unit(unit_id, json.loads(payload),
-                                                                 out_dir)
+                name, rows, size, positions, scoped, carry = write_unit(
+                    unit_id, json.loads(payload), out_dir)
                 yield pa.record_batch([pa.array([unit_id], pa.int32()), pa.array([name]),
                                        pa.array([rows], pa.int64()), pa.array([size], pa.int64()),
-                                       pa.array([positions]), pa.array([scoped], pa.int64())],
+                                       pa.array([positions]), pa.array([scoped], pa.int64()),
+                                       pa.array([carry], pa.int64())],
                                       names=["unit_id", "file", "rows", "bytes", "positions",
-                                             "scoped"])
+                                             "scoped", "carry"])
     return run
 
 
@@ -504,7 +511,7 @@ def _decode_units(spark, manifest: dict, run_dir: Path) -> str:
                            f"file in {out}")
     _write_units_file(run_dir, [{"source": units[r["unit_id"]]["name"], "file": r["file"],
                                  "rows": int(r["rows"]), "positions": json.loads(r["positions"]),
-                                 "scoped": r["scoped"]}
+                                 "scoped": r["scoped"], "carry": r["carry"]}
                                 for r in sorted(written, key=lambda r: r["unit_id"])])
     return str(out)
 

@@ -174,6 +174,11 @@ def test_the_decode_counts_the_rows_in_each_hooks_scope(spark, night, tmp_path):
         else:
             assert u["scoped"] is None, u
     assert by_source == {"erp_db2": 0, "hr_db2v10": want["hr_db2v10"]}
+    # and the carry rows (the ordering writes an empty carry state without a scan when none)
+    from dblog.ordering.stage import carry_count
+
+    carry = events.filter(F.col("kind") == "carry").count()
+    assert sum(u["carry"] for u in units) == carry_count(run_dir) == carry
     assert scoped_rows(manifest, run_dir, "db2luw") == want["hr_db2v10"]
     assert scoped_rows(manifest, run_dir, "rdb") is None
     # rows held from an earlier night count too: v10 undo rows held for the v7 source

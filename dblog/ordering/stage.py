@@ -195,6 +195,16 @@ def resolve(spark, ev, manifest: dict, work: Path, files: SourceFiles | None = N
         _tagged(files, spark.read.schema(plain.schema).parquet(str(path)), path))
 
 
+def carry_count(run_dir: Path) -> int | None:
+    """The ``carry`` rows decoded tonight, as the decode counted them per unit; None when a
+    unit has no count (``carry_rows`` reads tonight's rows only: the held ones never
+    count)."""
+    units = units_record(run_dir)
+    if units is None or any(not isinstance(u.get("carry"), int) for u in units):
+        return None
+    return sum(u["carry"] for u in units)
+
+
 def scoped_rows(manifest: dict, run_dir: Path, fmt: str) -> int | None:
     """The rows of ``fmt`` in its hook's scope (``resolve_scope_table``) among the night's
     events, as the decode counted them per unit (``decode_units.json``), plus those among
@@ -329,7 +339,12 @@ def trx_inputs(manifest: dict, run_dir: Path, work: Path, hooked: dict,
     if any(Path(p).parent != folder for p in events):
         return None
     rows = {"role": "rows", "exclude": exclude, "scoped": sorted(scoped)}
-    out = [{**rows, "path": p, "source": None, "from_state": False} for p in events]
+    # a decoded file of an excluded format's source holds no row the pass reads: not read
+    formats = {s["name"]: s["format"] for s in manifest["sources"]}
+    left_out = {u["file"] for u in units_record(run_dir) or []
+                if formats.get(u["source"]) in exclude}
+    out = [{**rows, "path": p, "source": None, "from_state": False} for p in events
+           if Path(p).name not in left_out]
     for s in manifest["sources"]:
         if s.get("prev_held") and s["format"] not in exclude:
             out += [{**rows, "path": p, "source": s["name"], "from_state": True}
@@ -375,7 +390,8 @@ def rank_transactions(spark, trx, work: Path, n_trx: int | None = None,
     night's ``transactions`` (``transactions``: their folder; ``seq_base``, ``run_id``,
     ``date``). Returns the ranked transactions read back, and the small table (rows per
     range partition and source, ``trxfiles.rank_file``) when the Python task made it (and
-    the transactions), else None."""
+    the transactions; the ranked transactions are then None: their files hold the
+    numbered ones for the sequence step only), else None."""
     from pyspark.sql import functions as F
 
     parts = None if n_trx is None else sequence.rank_partitions(n_trx)
@@ -383,6 +399,8 @@ def rank_transactions(spark, trx, work: Path, n_trx: int | None = None,
         # one range partition: its sort in one Python task, with the small table
         small = trxfiles.rank(spark, work / "trx_counts", n_buckets, work / "trx",
                               transactions, seq_base, run_id, date)
+        if transactions is not None:    # (the ranked files hold what the sequence reads)
+            return None, small
         return spark.read.schema(trxfiles.RANKED_DDL).parquet(str(work / "trx")), small
     ranked = sequence.rank_in_partitions(trx.filter(sequence.numbered(trx)), parts)
     rest = trx.filter(~sequence.numbered(trx)) \
@@ -556,6 +574,8 @@ def order_stage(spark, manifest: dict, run_dir: Path) -> dict:
         *([] if n_buckets is None else [
             lambda: trxfiles.hold(spark, work / "trx_counts", inputs, state_dir / HELD_DIR)]),
         audit_and_quarantine,
+        # (no carry row decoded tonight, as the decode counted them: an empty folder)
+        (lambda: _fresh(state_dir / CARRY_DIR)) if carry_count(run_dir) == 0 else
         _deferred(carry_rows(ev), state_dir / CARRY_DIR, ("source",)),
     ])
 

@@ -482,6 +482,7 @@ def bucket_column(n: int):
 RANKED_DDL = TRX_COUNTS_DDL + ", seq_part INT, seq_local LONG, _bucket INT"
 RANK_KEY_COLUMNS = ["source", "commit_position", "trx_id", "status", "event_count"]
 RANK_SUMMARY = "_ranks.json"     # (``_``: not read as data by Spark)
+SEQUENCE_TRX_COLUMNS = [*KEYS, "seq_part", "seq_local", "commit_position", "commit_ts"]
 
 
 def rank_file(spec: dict) -> int:
@@ -491,7 +492,9 @@ def rank_file(spec: dict) -> int:
     ``seq_part`` 0 and ``seq_local`` (its index among the numbered transactions sorted by
     ``sequence.SEQ_KEYS``, nulls first, as Spark's sort) or both null when it gets no
     ``commit_seq``, written as ``<out>/_bucket=<b>/part-00000.parquet``: the rows and the
-    layout of ``stage.rank_transactions`` with one range partition. Beside them
+    layout of ``stage.rank_transactions`` with one range partition (with ``transactions``:
+    the numbered ones only, ``SEQUENCE_TRX_COLUMNS``, what ``sequence_bucket`` reads; the
+    night's transactions are written by the task, ``_write_transactions``). Beside them
     ``<out>/_ranks.json``: the small table the stage collected from them (per seq_part and
     source: n, first_local, n_changes, n_open). Holds the sort keys of the night's
     transactions (at most ``RANK_ROWS_PER_TASK``, the rows of Spark's one partition) and
@@ -556,7 +559,10 @@ def rank_file(spec: dict) -> int:
                                                    pa.scalar(None, pa.int64())))
         folder = os.path.join(spec["out"], f"{BUCKET}={b}")
         os.makedirs(folder, exist_ok=True)
-        _write(table, os.path.join(folder, "part-00000.parquet"))
+        # with the night's transactions written here, the sequence step alone reads these:
+        # the numbered transactions, its columns
+        _write(table.filter(numbered).select(SEQUENCE_TRX_COLUMNS) if spec.get("transactions")
+               else table, os.path.join(folder, "part-00000.parquet"))
         if spec.get("transactions"):
             _write_transactions(table, numbered, seq_local, first, bases, spec, b)
     tmp = hidden_temp(os.path.join(spec["out"], RANK_SUMMARY))
@@ -658,7 +664,7 @@ def sequence_bucket(spec: dict) -> int:
     pub = pq.read_table(spec["pub"], schema=PUB_SCHEMA)
     if pub.num_rows == 0:
         return 0
-    cols = [*KEYS, "seq_part", "seq_local", "commit_position", "commit_ts"]
+    cols = SEQUENCE_TRX_COLUMNS
     parts = [pq.read_table(f, columns=cols) for f in filehook.parquet_files(spec["trx"])]
     trx = pa.concat_tables(parts) if parts else pa.table(
         {c: pa.array([], t) for c, t in [("source", pa.string()), ("trx_id", pa.string()),
