@@ -482,3 +482,95 @@ def test_the_audit_in_the_driver_equals_the_spark_audit(spark):
     assert want.count() == len(archives) + 6
     assert want.filter(F.col("skipped_by_rule") != "{}").count() > 4
     same(got, want, AUDIT_COLUMNS)
+
+
+@pytest.mark.spark
+def test_the_pieces_buckets_on_files_equal_segment_buckets(spark, tmp_path):
+    """``segfiles.write_pieces`` (each piece with its group's outcome, routed to the bucket
+    of the transaction its bucket depends on) then ``trxfiles._piece_buckets`` against
+    ``classify.segment_buckets`` and ``quarantine.segment_quarantine``: random pieces of
+    groups decoded into a change, failed or incomplete, pieces of no group, held pieces,
+    transactions open, rolled back, captured off or undoing the change, transaction ids
+    missing: the same audit sums of tonight's pieces and the same quarantine rows."""
+    import random
+
+    from pyspark.sql import functions as F
+
+    from dblog.ordering import segfiles
+    from dblog.ordering.classify import QUARANTINED, segment_buckets
+    from dblog.ordering.quarantine import quarantine, segment_quarantine
+    from dblog.ordering.transactions import TRX_COUNTS_SCHEMA
+
+    rnd = random.Random(17)
+    trx_ids = [str(i) for i in range(25)]
+    trx_rows = [{"source": s, "trx_id": t, "format": "lldf",
+                 "status": rnd.choice(["committed", "committed", "open", "rolled_back"]),
+                 "commit_position": None, "commit_ts": None, "user": None, "begin_position": None,
+                 "capture_off": rnd.choice([False, False, True, None]),
+                 "undone": rnd.choice([[], None, [f"{rnd.randrange(8):03d}", None]]),
+                 "event_count": 0}
+                for s in ("s1", "s2") for t in trx_ids[:20]]
+    trx = pa.Table.from_pylist(trx_rows, schema=TRX_COUNTS_SCHEMA)
+    outcomes = []
+    for s in ("s1", "s2"):
+        for k in range(30):
+            kind = rnd.choice(["change", "change", "quarantine", None])
+            outcomes.append({"source": s, "seg_key": f"k{k}", "kind": kind,
+                             "trx_id": rnd.choice([*trx_ids, None]),
+                             "position": f"{rnd.randrange(8):03d}",
+                             "error_class": "bad_record" if kind == "quarantine" else None,
+                             "message": rnd.choice(["it failed", None]) if kind == "quarantine"
+                             else None,
+                             "complete": rnd.choice([True, True, False, None])})
+    pieces = []
+    for i in range(400):
+        s = rnd.choice(["s1", "s2"])
+        pieces.append({"source": s, "seg_key": rnd.choice([f"k{rnd.randrange(34)}", None]),
+                       "trx_id": rnd.choice([*trx_ids, None]), "kind": "segment",
+                       "format": "lldf", "archive_file": rnd.choice(["a.dat", "b.dat"]),
+                       "record_offset": 11 * i, "seg_num": rnd.choice([1, 2, 3, None]),
+                       "seg_total": rnd.choice([3, None]), "n_records": rnd.choice([1, 1, 0, None]),
+                       "n_bytes": rnd.randrange(400),
+                       "seg_data": rnd.choice([None, bytes(rnd.randrange(256) for _ in
+                                                           range(rnd.randrange(300)))]),
+                       "from_state": rnd.random() < 0.2})
+    table = pa.Table.from_pylist(pieces, schema=segfiles.PIECE_SCHEMA)
+    out_t = pa.Table.from_pylist(outcomes, schema=pa.schema(
+        [segfiles.GROUP_SCHEMA.field(c) for c in segfiles.OUTCOME_COLUMNS]))
+    routed, side = tmp_path / "routed", tmp_path / "side"
+    segfiles.write_pieces(table, [out_t], {"pieces_out": str(routed), "trx_buckets": 4,
+                                          "bucket": 0})
+    got = [trxfiles._piece_buckets({"pieces": str(routed), "bucket": b, "side": str(side)}, trx,
+                                   f"part-{b:05d}.parquet") for b in range(4)]
+    got_audit = pa.concat_tables(got).to_pylist()
+    # Spark
+    ev_schema = "source STRING, seg_key STRING, trx_id STRING, kind STRING, format STRING, " \
+                "archive_file STRING, record_offset LONG, seg_num INT, seg_total INT, " \
+                "n_records INT, n_bytes LONG, seg_data BINARY, from_state BOOLEAN"
+    names = [x.split(" ")[0] for x in ev_schema.split(", ")]
+    p_df = spark.createDataFrame([tuple(p[c] for c in names) for p in pieces], ev_schema)
+    g_df = spark.createDataFrame([tuple(o[c] for c in segfiles.OUTCOME_COLUMNS) for o in outcomes],
+                                 "source STRING, seg_key STRING, kind STRING, trx_id STRING, "
+                                 "position STRING, error_class STRING, message STRING, "
+                                 "complete BOOLEAN")
+    t_df = spark.createDataFrame([tuple(r[c] for c in ("source", "trx_id", "status", "capture_off",
+                                                       "undone")) for r in trx_rows],
+                                 "source STRING, trx_id STRING, status STRING, capture_off BOOLEAN, "
+                                 "undone ARRAY<STRING>")
+    b = segment_buckets(p_df, g_df, t_df)
+    want = b.filter(~F.col("from_state")).groupBy("source", "format", "archive_file", "bucket") \
+        .agg(F.sum("n_records").cast("long").alias("n"), F.sum("n_bytes").cast("long").alias("nb"))
+    got_sum: dict = {}
+    for r in got_audit:
+        k = (r["source"], r["format"], r["archive_file"], r["bucket"])
+        n, nb = got_sum.get(k, (None, None))
+        add = lambda x, y: y if x is None else (x if y is None else x + y)  # noqa: E731
+        got_sum[k] = (add(n, r["n_records"]), add(nb, r["n_bytes"]))
+    want_sum = {(r["source"], r["format"], r["archive_file"], r["bucket"]): (r["n"], r["nb"])
+                for r in want.collect()}
+    assert got_sum == want_sum
+    assert len({k[3] for k in want_sum}) >= 5
+    want_q = quarantine(segment_quarantine(b))
+    got_q = spark.read.schema(trxfiles.SIDE_DDL["quarantine"]).parquet(str(side / "quarantine"))
+    assert want_q.count() > 30 and b.filter(F.col("bucket") == QUARANTINED).count() == want_q.count()
+    same(got_q, want_q)

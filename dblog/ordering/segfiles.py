@@ -33,7 +33,8 @@ from . import filehook
 from .segments import GROUP_SCHEMA, HEADER, _decode_groups
 
 _TYPES = {f.name: f.type for f in EVENT_SCHEMA}
-PIECE_SCHEMA = pa.schema([(c, _TYPES[c]) for c in HEADER] + [("seg_data", pa.binary())])
+PIECE_SCHEMA = pa.schema([(c, _TYPES[c]) for c in HEADER] + [("seg_data", pa.binary()),
+                                                               ("from_state", pa.bool_())])
 KEYS = ["source", "seg_key"]
 
 
@@ -52,6 +53,8 @@ def _conform(batch: pa.RecordBatch, spec: dict) -> pa.RecordBatch:
     for f in PIECE_SCHEMA:
         if f.name == "source" and spec.get("source") is not None:
             cols.append(pa.repeat(pa.scalar(spec["source"], pa.string()), n))
+        elif f.name == "from_state" and spec.get("from_state") is not None:
+            cols.append(pa.repeat(pa.scalar(bool(spec["from_state"])), n))
         elif f.name in names:
             c = batch.column(f.name)
             cols.append(c if c.type == f.type else c.cast(f.type))
@@ -145,39 +148,120 @@ def reassemble_bucket(spec: dict) -> int:
     manifest = json.loads(Path(spec["manifest"]).read_text())
     catalogs = {s["name"]: s["catalog"] for s in manifest["sources"]}
     options = {s["name"]: (s["options"], s["timezone"]) for s in manifest["sources"]}
-    g = groups(filehook.read_bucket(spec["parts"], PIECE_SCHEMA))
+    pieces = filehook.read_bucket(spec["parts"], PIECE_SCHEMA)
+    g = groups(pieces)
     final = os.path.join(spec["out"], f"part-{int(spec['bucket']):05d}.parquet")
     tmp = hidden_temp(final)
     rows = 0
+    outcomes = []
     try:
         with pq.ParquetWriter(tmp, GROUP_SCHEMA, compression="snappy") as w:
             for b in _decode_groups(catalogs, options)(g.to_batches(max_chunksize=10_000)):
                 w.write_batch(b)
                 rows += b.num_rows
+                outcomes.append(pa.table(b).select(OUTCOME_COLUMNS))
         os.replace(tmp, final)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+    if spec.get("pieces_out"):
+        write_pieces(pieces, outcomes, spec)
     return rows
 
 
+# ----------------------------------------------------------------- the pieces' buckets
+
+OUTCOME_COLUMNS = ["source", "seg_key", "kind", "trx_id", "position", "error_class", "message",
+                   "complete"]
+RAW_BYTES = 256     # (``quarantine.RAW_BYTES``)
+PIECES_BUCKETS = "_buckets"     # the bucket count the pieces were routed by
+ROUTED_SCHEMA = pa.schema([
+    ("source", pa.string()), ("trx_id", pa.string()), ("via_group", pa.bool_()),
+    ("r_position", pa.string()), ("r_class", pa.string()), ("r_message", pa.string()),
+    ("complete", pa.bool_()), ("format", pa.string()), ("archive_file", pa.string()),
+    ("record_offset", pa.int64()), ("seg_key", pa.string()), ("seg_num", pa.int64()),
+    ("seg_total", pa.int64()), ("n_records", pa.int64()), ("n_bytes", pa.int64()),
+    ("from_state", pa.bool_()), ("seg_data", pa.binary())])
+
+
+def write_pieces(pieces: pa.Table, outcomes: list[pa.Table], spec: dict) -> None:
+    """A reassemble task's pieces, each with its group's outcome (``segment_buckets``'s join
+    of a piece with its group, local here: the bucket holds the whole group), routed to the
+    transactions pass's bucket of the one transaction its bucket depends on: the group's
+    when the group decoded into a change (the piece shares the change's bucket), else the
+    piece's own (held with it, skipped with it, else quarantined). Written as
+    ``<pieces_out>/_b=<trx bucket>/part-<bucket>.parquet`` (``ROUTED_SCHEMA``; ``seg_data``,
+    cut to ``RAW_BYTES``, only where the piece may be quarantined)."""
+    from .trxfiles import _write, buckets_of
+
+    if pieces.num_rows == 0:
+        return
+    out = pa.concat_tables(outcomes) if outcomes else pa.table(
+        {c: pa.array([], GROUP_SCHEMA.field(c).type) for c in OUTCOME_COLUMNS})
+    out = out.rename_columns(["source", "seg_key", "r_kind", "r_trx_id", "r_position",
+                              "r_error_class", "r_error_message", "complete"])
+    p = pieces.drop_columns(["complete"]) if "complete" in pieces.column_names else pieces
+    rows = p.join(out, ["source", "seg_key"], join_type="left outer", use_threads=False)
+    r_kind = rows.column("r_kind")
+    via = pc.fill_null(pc.equal(r_kind, "change"), False)
+    failed = pc.fill_null(pc.equal(r_kind, "quarantine"), False)
+    trx_id = pc.if_else(via, rows.column("r_trx_id"), rows.column("trx_id"))
+    # (a piece that shares a change's bucket is never quarantined unless the change has no
+    # transaction id: its bytes are kept for the others only)
+    maybe_q = pc.or_(pc.invert(via), pc.is_null(rows.column("r_trx_id")))
+    data = rows.column("seg_data")
+    cut = pc.binary_slice(data, 0, RAW_BYTES) if hasattr(pc, "binary_slice") else \
+        pa.array([None if x is None else x[:RAW_BYTES] for x in data.to_pylist()], pa.binary())
+    routed = pa.table({
+        "source": rows.column("source"), "trx_id": trx_id, "via_group": via,
+        "r_position": rows.column("r_position"),
+        "r_class": pc.if_else(failed, rows.column("r_error_class"), pa.scalar(None, pa.string())),
+        "r_message": pc.if_else(failed, rows.column("r_error_message"),
+                                pa.scalar(None, pa.string())),
+        "complete": rows.column("complete"), "format": rows.column("format"),
+        "archive_file": rows.column("archive_file"),
+        "record_offset": rows.column("record_offset").cast(pa.int64()),
+        "seg_key": rows.column("seg_key"), "seg_num": rows.column("seg_num").cast(pa.int64()),
+        "seg_total": rows.column("seg_total").cast(pa.int64()),
+        "n_records": rows.column("n_records").cast(pa.int64()),
+        "n_bytes": rows.column("n_bytes").cast(pa.int64()),
+        "from_state": rows.column("from_state"),
+        "seg_data": pc.if_else(maybe_q, cut, pa.scalar(None, pa.binary()))}, schema=ROUTED_SCHEMA)
+    n = int(spec["trx_buckets"])
+    b = buckets_of(pa.record_batch([routed.column("source").combine_chunks(),
+                                    routed.column("trx_id").combine_chunks()],
+                                   names=["source", "trx_id"]), n)
+    name = f"part-{int(spec['bucket']):05d}.parquet"
+    for bucket in np.unique(b):
+        folder = os.path.join(spec["pieces_out"], f"_b={int(bucket)}")
+        os.makedirs(folder, exist_ok=True)
+        _write(routed.filter(pa.array(b == bucket)), os.path.join(folder, name))
+
+
 def run(spark, inputs: list[dict], manifest_path: Path, out_dir: Path, work: Path,
-        rows: int) -> int:
+        rows: int, pieces_out: Path | None = None) -> int:
     """The reassembly on ``inputs`` (``trxfiles`` inputs of role ``rows``) -> ``GROUP_SCHEMA``
-    files in ``out_dir`` (replaced); returns the groups. Raises ``filehook.TooBig`` before
-    writing."""
+    files in ``out_dir`` (replaced); with ``pieces_out``, the pieces with their group's
+    outcome routed to the transactions pass's buckets there (``write_pieces``; replaced).
+    Returns the groups. Raises ``filehook.TooBig`` before writing."""
     import shutil
 
     n = filehook.bucket_count(rows, int(spark.sparkContext.defaultParallelism))
     out_dir = Path(out_dir)
-    if out_dir.exists():
-        shutil.rmtree(out_dir)
+    for folder in (out_dir, pieces_out):
+        if folder is not None and Path(folder).exists():
+            shutil.rmtree(folder)
     out_dir.mkdir(parents=True)
+    extra = {}
+    if pieces_out is not None:
+        Path(pieces_out).mkdir(parents=True)
+        (Path(pieces_out) / PIECES_BUCKETS).write_text(str(n))
+        extra = {"pieces_out": str(Path(pieces_out).resolve()), "trx_buckets": n}
     return filehook.split_then_run(
         spark, "segments", [{**x, "buckets": n} for x in inputs], split_file,
         Path(work) / "buckets-seg", n, reassemble_bucket,
         lambda b, parts: {"bucket": b, "parts": parts, "manifest": str(manifest_path),
-                          "out": str(out_dir)},
+                          "out": str(out_dir), **extra},
         "one segment key has too many pieces to reassemble in memory", "reassemble")
 
 

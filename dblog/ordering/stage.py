@@ -54,6 +54,7 @@ from .wide import FID, ROW, SEQ, SourceFiles, seq_columns, write_changes
 
 log = logging.getLogger(__name__)
 
+PIECES_ROUTED = "pieces-routed"   # segment pieces with their group's outcome (``segfiles``)
 OPEN_BROADCAST_MAX = 200_000   # open transactions up to which their keys are broadcast
 TRX_BROADCAST_MAX = 100_000    # transactions up to which the joins with them broadcast them
 
@@ -250,7 +251,8 @@ def _fresh(path: Path) -> None:
 
 
 def write_segments(spark, ev, manifest: dict, work: Path, files: SourceFiles | None = None,
-                   inputs: list[dict] | None = None, rows: int | None = None):
+                   inputs: list[dict] | None = None, rows: int | None = None,
+                   report: dict | None = None):
     """Reassemble the segment groups (``ordering/segments``); None when no source's format
     writes segments. ``inputs``: the files holding ``ev``'s rows (``trx_inputs``): the
     reassembly runs on them in Python tasks (``segfiles``) unless a group is too big for
@@ -269,18 +271,22 @@ def write_segments(spark, ev, manifest: dict, work: Path, files: SourceFiles | N
             {k: s.get(k) for k in ("name", "format", "catalog", "options", "timezone")}
             for s in manifest["sources"]]}))
         try:
-            segfiles.run(spark, inputs, brief, path, work, rows or 0)
+            segfiles.run(spark, inputs, brief, path, work, rows or 0, work / PIECES_ROUTED)
             done = True
         except filehook.TooBig as exc:
             log.warning("%s; reassembling the segments in Spark instead", exc)
+    if report is not None:
+        report["on_files"] = done
     if not done:
+        shutil.rmtree(work / PIECES_ROUTED, ignore_errors=True)
         groups = segment_groups(ev.filter(F.col("kind") == "segment"))
         _write(reassemble(groups, manifest), str(path))
     return _tagged(files, spark.read.schema(empty_groups(spark).schema).parquet(str(path)), path)
 
 
 def write_trx_counts(spark, ev, groups, work: Path, rows: int | None = None,
-                     inputs: list[dict] | None = None, side: Path | None = None):
+                     inputs: list[dict] | None = None, side: Path | None = None,
+                     pieces: Path | None = None):
     """``ordering/trx_counts``: one row per transaction (``transactions``) with its published
     change count, written once and read back (the ranking reads it three times: the range
     partitioner's sample, the numbered transactions, the others; and the audit, quarantine
@@ -292,12 +298,13 @@ def write_trx_counts(spark, ev, groups, work: Path, rows: int | None = None,
     rows (from the Parquet footers: no job), the buckets read back, and the pass's bucket
     count when it ran on the files (None in Spark): its published changes are then in
     ``_part=pub`` (``trxfiles.published``), and with ``side`` the split's side outputs
-    there (``trxfiles.Side``)."""
+    there (``trxfiles.Side``), with ``pieces`` the segment pieces' buckets among the
+    audit's and the quarantined pieces among the side's quarantine rows."""
     base = work / "trx_counts"
     n_buckets = None
     if inputs is not None:
         try:
-            n_buckets, _ = trxfiles.run(spark, inputs, base, work, rows or 0, side)
+            n_buckets, _ = trxfiles.run(spark, inputs, base, work, rows or 0, side, pieces)
         except filehook.TooBig as exc:
             log.warning("%s; running the transactions pass in Spark instead", exc)
     if n_buckets is None:
@@ -449,14 +456,17 @@ def order_stage(spark, manifest: dict, run_dir: Path) -> dict:
     # written (no row marked)
     inputs = trx_inputs(manifest, run_dir, work, hooked, False, files) \
         if read is decoded else None
-    groups = write_segments(spark, ev, manifest, work, files, inputs, n_rows)
+    seg_report: dict = {}
+    groups = write_segments(spark, ev, manifest, work, files, inputs, n_rows, seg_report)
     if inputs is not None and groups is not None:
         inputs = trx_inputs(manifest, run_dir, work, hooked, True, files)
-    # without segments, the split also takes the audit's rows without a transaction, the
-    # lost archives and the quarantine rows (``trxfiles.Side``): no scan of the night for them
-    side = work / "side" if groups is None else None
+    # the split also takes the audit's rows without a transaction, the lost archives and the
+    # quarantine rows (``trxfiles.Side``), and the pass buckets the segment pieces (routed
+    # by the reassembly on files): no scan of the night for them
+    pieces = work / PIECES_ROUTED if seg_report.get("on_files") else None
+    side = work / "side" if groups is None or pieces is not None else None
     trx_counts, n_trx, pass_buckets, n_buckets = write_trx_counts(spark, ev, groups, work,
-                                                                  n_rows, inputs, side)
+                                                                  n_rows, inputs, side, pieces)
     if n_buckets is None:
         side = None
     # a night of few transactions joins them by broadcast: the rows are not shuffled for it

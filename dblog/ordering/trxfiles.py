@@ -33,6 +33,7 @@ import os
 import zlib
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -128,8 +129,8 @@ def _conform(batch: pa.RecordBatch, spec: dict, first_row: int) -> pa.RecordBatc
     for name in spec.get("scoped") or ():
         replaced = pc.or_(replaced, pc.fill_null(
             pc.and_(pc.equal(fmt, name), pc.fill_null(scope_table(name)(out), False)), False))
-    if spec.get("side") is not None and not segments:
-        spec["_side"].add(batch, out, pc.invert(replaced))
+    if spec.get("side") is not None:
+        spec["_side"].add(batch, out, pc.invert(replaced), segments)
     return out.filter(pc.and_(keep, pc.invert(replaced)))
 
 
@@ -175,7 +176,10 @@ class Side:
         self.lost: list[pa.Table] = []
         self.quarantine: list[pa.Table] = []
 
-    def add(self, raw: pa.RecordBatch, rows: pa.RecordBatch, kept) -> None:
+    def add(self, raw: pa.RecordBatch, rows: pa.RecordBatch, kept, segments: bool = False) -> None:
+        """A batch read (``raw``), conformed (``rows``), the rows no hook replaced (``kept``);
+        ``segments``: the reassembled groups, of which only the changes without a
+        transaction id count (``orphan_quarantine`` of ``reassembled_changes``)."""
         from ..decode import LOST_CLASSES
         from .classify import QUARANTINED
 
@@ -188,6 +192,22 @@ class Side:
 
         def where(mask):
             return pc.fill_null(mask, False)
+
+        if segments:
+            orphan = where(pc.and_kleene(pc.and_kleene(tonight, pc.equal(kind, "change")),
+                                         pc.is_null(raw.column("trx_id"))))
+            if pc.any(orphan).as_py():
+                self.quarantine.append(pa.table({
+                    "source": rows.column("source"), "format": col("format", pa.string()),
+                    "archive_file": col("archive_file", pa.string()),
+                    "record_offset": col("record_offset", pa.int64()),
+                    "error_class": pa.repeat(pa.scalar("no_transaction"), n),
+                    "message": pa.repeat(pa.scalar("change record without a transaction id"), n),
+                    "raw_hex": pa.nulls(n, pa.string()),
+                    "n_records": col("n_records", pa.int64()),
+                    "n_bytes": col("n_bytes", pa.int64())},
+                    schema=QUARANTINE_SCHEMA).filter(orphan))
+            return
 
         # the rows the audit counts without a transaction (``audit._counted``)
         counted = pc.and_kleene(pc.and_kleene(tonight, pc.invert(
@@ -259,7 +279,7 @@ def split_file(spec: dict) -> tuple[int, dict]:
 
     n = int(spec["buckets"])
     pf = pq.ParquetFile(spec["path"])
-    side = spec.get("side") is not None and spec["role"] != "segments"
+    side = spec.get("side") is not None
     wanted = SPLIT_SCHEMA.names + (SIDE_COLUMNS if side else [])
     cols = [c for c in pf.schema_arrow.names if c in wanted]
     spec = {**spec, "_side": Side()} if side else spec
@@ -320,6 +340,88 @@ def published(rows: pa.Table, trx: pa.Table, undone) -> pa.Table:
                     schema=PUB_SCHEMA)
 
 
+def _piece_buckets(spec: dict, trx: pa.Table, name: str) -> pa.Table:
+    """The segment pieces routed to this bucket (``segfiles.write_pieces``) with the status
+    of the transaction their bucket depends on: ``classify.segment_buckets`` (a piece of a
+    group decoded into a change: the change's bucket, ``change_bucket``; else held with its
+    open transaction, skipped with its rolled-back one, else quarantined). Returns tonight's
+    pieces summed by bucket (``BUCKETS_SCHEMA``: the audit's, beside the rows'); the
+    quarantined pieces (every one, held from earlier nights too, as ``segment_quarantine``)
+    are written to ``<side>/quarantine/part-p<bucket>.parquet``."""
+    import pyarrow.parquet as pq
+
+    from .classify import HELD, PUBLISHED, QUARANTINED
+    from .segfiles import ROUTED_SCHEMA
+
+    folder = os.path.join(spec["pieces"], f"_b={int(spec['bucket'])}")
+    files = filehook.parquet_files(folder) if os.path.isdir(folder) else []
+    if not files:
+        return BUCKETS_SCHEMA.empty_table()
+    p = pa.concat_tables([pq.read_table(f, schema=ROUTED_SCHEMA) for f in files])
+    # (a join carries no list column: the transaction's row, then its ``undone`` taken)
+    t = trx.select(["source", "trx_id", "status", "capture_off"]) \
+        .append_column("_t", pa.array(np.arange(trx.num_rows), pa.int64()))
+    p = p.append_column("_i", pa.array(np.arange(p.num_rows), pa.int64()))
+    j = p.join(t, ["source", "trx_id"], join_type="left outer", use_threads=False) \
+        .sort_by("_i")
+    j = j.append_column("undone", trx.column("undone").take(j.column("_t")))
+    status = j.column("status")
+    via = j.column("via_group").to_numpy(zero_copy_only=False)
+    is_open = pc.fill_null(pc.equal(status, "open"), False).to_numpy(zero_copy_only=False)
+    rolled = pc.fill_null(pc.equal(status, "rolled_back"), False).to_numpy(zero_copy_only=False)
+    no_id = pc.is_null(j.column("trx_id")).to_numpy(zero_copy_only=False)
+    capture = pc.fill_null(j.column("capture_off"), False).to_numpy(zero_copy_only=False)
+    # (``array_contains(undone, r_position)``: looked at only where a list is not empty)
+    compensated_ = np.zeros(j.num_rows, bool)
+    some = np.flatnonzero(pc.fill_null(pc.greater(pc.list_value_length(j.column("undone")), 0),
+                                       False).to_numpy(zero_copy_only=False) & via)
+    if len(some):
+        idx = pa.array(some)
+        for k, u, pos in zip(some, j.column("undone").take(idx).to_pylist(),
+                             j.column("r_position").take(idx).to_pylist()):
+            compensated_[k] = pos is not None and pos in u
+    bucket = np.where(
+        via,
+        np.where(no_id, QUARANTINED, np.where(is_open, HELD, np.where(
+            rolled, "skipped:rolled_back", np.where(capture, "skipped:capture_off", np.where(
+                compensated_, "skipped:compensated", PUBLISHED))))),
+        np.where(is_open, HELD, np.where(rolled, "skipped:rolled_back", QUARANTINED)))
+    bucket = pa.array(bucket.astype(object), pa.string())
+    tonight = pc.fill_null(pc.invert(j.column("from_state")), False)
+    mine = pa.table({"source": j.column("source"), "format": j.column("format"),
+                     "archive_file": j.column("archive_file"), "bucket": bucket,
+                     "n_records": j.column("n_records"), "n_bytes": j.column("n_bytes")})
+    g = mine.filter(tonight).group_by(["source", "format", "archive_file", "bucket"],
+                                      use_threads=False) \
+        .aggregate([("n_records", "sum"), ("n_bytes", "sum")])
+    out = pa.table({"source": g.column("source"), "format": g.column("format"),
+                    "archive_file": g.column("archive_file"), "bucket": g.column("bucket"),
+                    "n_records": g.column("n_records_sum"), "n_bytes": g.column("n_bytes_sum")},
+                   schema=BUCKETS_SCHEMA)
+    q = pc.equal(bucket, QUARANTINED)
+    if pc.any(q).as_py() and spec.get("side"):
+        qj = j.filter(q)
+        num, tot = qj.column("seg_num").cast(pa.string()), qj.column("seg_total").cast(pa.string())
+        default = pc.binary_join_element_wise(
+            "segment ", num, " of ", tot, " of record ", qj.column("seg_key"),
+            ": the group never completed (committed unit of recovery)", "")
+        q_class = pc.if_else(pc.fill_null(qj.column("complete"), False), "bad_segments",
+                             "incomplete_segments")
+        raw = pa.array([None if x is None else x.hex() for x in qj.column("seg_data").to_pylist()],
+                       pa.string())
+        quarantine = pa.table({
+            "source": qj.column("source"), "format": qj.column("format"),
+            "archive_file": qj.column("archive_file"), "record_offset": qj.column("record_offset"),
+            "error_class": pc.coalesce(qj.column("r_class"), q_class),
+            "message": pc.coalesce(qj.column("r_message"), default), "raw_hex": raw,
+            "n_records": qj.column("n_records"), "n_bytes": qj.column("n_bytes")},
+            schema=QUARANTINE_SCHEMA)
+        folder = os.path.join(spec["side"], "quarantine")
+        os.makedirs(folder, exist_ok=True)
+        _write(quarantine, os.path.join(folder, f"part-p{name[len('part-'):]}"))
+    return out
+
+
 def summarize_bucket(spec: dict) -> int:
     """Summarise task: ``spec`` (bucket, parts, out) -> its transactions written to
     ``<out>/_part=trx/part-<bucket>.parquet``, the buckets of their rows to
@@ -331,6 +433,8 @@ def summarize_bucket(spec: dict) -> int:
     undone = compensated(rows)
     buckets = _buckets(categories(rows, undone), trx).cast(BUCKETS_SCHEMA)
     name = f"part-{int(spec['bucket']):05d}.parquet"
+    if spec.get("pieces"):
+        buckets = pa.concat_tables([buckets, _piece_buckets(spec, trx, name)])
     _write(trx, os.path.join(spec["out"], TRX_PART, name))
     _write(buckets, os.path.join(spec["out"], AUDIT_PART, name))
     _write(published(rows, trx, undone), os.path.join(spec["out"], PUB_PART, name))
@@ -350,15 +454,16 @@ def summarize_bucket(spec: dict) -> int:
 
 
 def run(spark, inputs: list[dict], out_dir: Path, work: Path, rows: int,
-        side: Path | None = None) -> int:
+        side: Path | None = None, pieces: Path | None = None) -> int:
     """The pass on ``inputs`` (path, role ``rows`` or ``segments``, source or None,
     from_state or None: read from the file, exclude: formats whose rows are left out,
     scoped: formats whose rows in their hook's scope are left out, ``resolve_scope_table``
     on the pass's columns),
     about ``rows`` rows in all -> ``out_dir/_part=trx`` and ``out_dir/_part=audit``
     and ``out_dir/_part=pub`` (replaced); with ``side``, the split tasks' side outputs
-    there (``Side``: ``other``, ``lost``, ``quarantine``; replaced). Returns (the bucket
-    count, the transactions). Raises ``filehook.TooBig`` before writing."""
+    there (``Side``: ``other``, ``lost``, ``quarantine``; replaced); with ``pieces``, the
+    segment pieces routed to the buckets (``segfiles.write_pieces``) bucketed with their
+    transactions (``_piece_buckets``). Returns (the bucket count, the transactions). Raises ``filehook.TooBig`` before writing."""
     import shutil
 
     n = filehook.bucket_count(rows, int(spark.sparkContext.defaultParallelism))
@@ -369,10 +474,18 @@ def run(spark, inputs: list[dict], out_dir: Path, work: Path, rows: int,
     for part in (TRX_PART, AUDIT_PART, PUB_PART, HELD_PART):
         (out_dir / part).mkdir(parents=True)
     extra = {} if side is None else {"side": str(Path(side).resolve())}
+    if pieces is not None:
+        from .segfiles import PIECES_BUCKETS
+
+        routed = int((Path(pieces) / PIECES_BUCKETS).read_text())
+        if routed != n:
+            raise RuntimeError(f"ordering: the segment pieces were routed to {routed} buckets, "
+                               f"the transactions pass has {n}")
+        extra["pieces"] = str(Path(pieces).resolve())
     return n, filehook.split_then_run(
         spark, "transactions", [{**x, "buckets": n, **extra} for x in inputs], split_file,
         Path(work) / "buckets-trx", n, summarize_bucket,
-        lambda b, parts: {"bucket": b, "parts": parts, "out": str(out_dir)},
+        lambda b, parts: {"bucket": b, "parts": parts, "out": str(out_dir), **extra},
         "one transaction has too many rows to summarise in memory", "summarise")
 
 
