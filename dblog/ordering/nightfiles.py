@@ -117,9 +117,10 @@ def audit_rows(manifest: dict, buckets: list[dict], lost: dict) -> list[dict]:
     return out
 
 
-def _write_by_source(table: pa.Table, out_dir: Path, date: str, name: str) -> None:
+def write_by_source(table: pa.Table, out_dir: Path, date: str, name: str, **options) -> None:
     """``table`` (with ``source`` and ``date``) as Spark's ``partitionBy("source", "date")``
-    lays it out: ``<out_dir>/source=<S>/date=<D>/<name>``, those two columns in the names."""
+    lays it out: ``<out_dir>/source=<S>/date=<D>/<name>``, those two columns in the names;
+    ``options``: ``pq.write_table``'s (zstd by default)."""
     import pyarrow.parquet as pq
 
     from ..mirror import escape_path_name
@@ -132,7 +133,8 @@ def _write_by_source(table: pa.Table, out_dir: Path, date: str, name: str) -> No
         final = str(folder / name)
         tmp = hidden_temp(final)
         try:
-            pq.write_table(rest.filter(pc.equal(sources, s)), tmp, compression="zstd")
+            pq.write_table(rest.filter(pc.equal(sources, s)), tmp,
+                           **{"compression": "zstd", **options})
             os.replace(tmp, final)
         finally:
             if os.path.exists(tmp):
@@ -163,7 +165,7 @@ def write_audit(manifest: dict, pass_dir: Path, side_dir: Path, out_dir: Path) -
     out_dir = Path(out_dir)
     _fresh(out_dir)
     if rows:
-        _write_by_source(pa.Table.from_pylist(rows, schema=AUDIT_SCHEMA), out_dir,
+        write_by_source(pa.Table.from_pylist(rows, schema=AUDIT_SCHEMA), out_dir,
                          manifest["date"], "part-00000.zstd.parquet")
     return len(rows)
 
@@ -182,10 +184,11 @@ def write_quarantine(manifest: dict, side_dir: Path, out_dir: Path) -> int:
         n = t.num_rows
         t = t.append_column("run_id", pa.repeat(pa.scalar(manifest["run_id"]), n)) \
             .append_column("date", pa.repeat(pa.scalar(manifest["date"]), n))
-        _write_by_source(t.select(QUARANTINE_SCHEMA.names).cast(QUARANTINE_SCHEMA), out_dir,
+        write_by_source(t.select(QUARANTINE_SCHEMA.names).cast(QUARANTINE_SCHEMA), out_dir,
                          manifest["date"], f"part-{i:05d}.zstd.parquet")
         total += n
     return total
 
 
-__all__ = ["AUDIT_SCHEMA", "QUARANTINE_SCHEMA", "audit_rows", "write_audit", "write_quarantine"]
+__all__ = ["AUDIT_SCHEMA", "QUARANTINE_SCHEMA", "audit_rows", "write_audit", "write_by_source",
+           "write_quarantine"]

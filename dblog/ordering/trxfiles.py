@@ -698,15 +698,15 @@ def _write_transactions(table: pa.Table, numbered: pa.Array, seq_local, first: d
     not open, with ``commit_seq`` (the numbered ones), as the stage's Spark write makes them
     (``TRANSACTION_COLUMNS``; ``source`` and ``date`` in the folder names, ``commit_ts`` as
     INT96), ``<transactions>/source=<S>/date=<D>/part-<bucket>.parquet``."""
-    import numpy as np
-    import pyarrow.parquet as pq
-
-    from ..mirror import escape_path_name
+    from .nightfiles import write_by_source
     from .schema import DICTIONARY_COLUMNS
 
-    sources = table.column("source")
-    src = sources.to_pylist() if table.num_rows else []
-    off = np.array([int(bases.get(s, 0)) - int(first.get(s) or 0) + 1 for s in src], np.int64)
+    n = table.num_rows
+    # the offset of each row's source: per distinct source, then taken by the row's index
+    enc = table.column("source").combine_chunks().dictionary_encode()
+    per_source = np.array([int(bases.get(s, 0)) - int(first.get(s) or 0) + 1
+                           for s in enc.dictionary.to_pylist()] + [0], np.int64)
+    off = per_source[enc.indices.fill_null(len(enc.dictionary)).to_numpy(zero_copy_only=False)]
     commit_seq = pc.if_else(numbered, pa.array(seq_local + off), pa.scalar(None, pa.int64()))
     out = pa.table({"trx_id": table.column("trx_id"), "commit_seq": commit_seq,
                     "status": table.column("status"),
@@ -714,24 +714,15 @@ def _write_transactions(table: pa.Table, numbered: pa.Array, seq_local, first: d
                     "commit_position": table.column("commit_position"),
                     "commit_ts": table.column("commit_ts"), "user": table.column("user"),
                     "event_count": table.column("event_count"),
-                    "run_id": pa.repeat(pa.scalar(spec["run_id"], pa.string()), table.num_rows)},
-                   schema=TRANSACTIONS_SCHEMA)
+                    "run_id": pa.repeat(pa.scalar(spec["run_id"], pa.string()), n),
+                    "source": table.column("source"),
+                    "date": pa.repeat(pa.scalar(spec["date"], pa.string()), n)})
     keep = pc.fill_null(pc.not_equal(table.column("status"), "open"), True)
-    out, sources = out.filter(keep), sources.filter(keep)
-    for s in pc.unique(sources).to_pylist():
-        folder = os.path.join(spec["transactions"], f"source={escape_path_name(s)}",
-                              f"date={escape_path_name(spec['date'])}")
-        os.makedirs(folder, exist_ok=True)
-        final_path = os.path.join(folder, f"part-{bucket:05d}.parquet")
-        tmp = hidden_temp(final_path)
-        try:
-            pq.write_table(out.filter(pc.equal(sources, s)), tmp, compression="snappy",
-                           use_deprecated_int96_timestamps=True,
-                           use_dictionary=[c for c in out.column_names if c in DICTIONARY_COLUMNS])
-            os.replace(tmp, final_path)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+    write_by_source(out.filter(keep), Path(spec["transactions"]), spec["date"],
+                    f"part-{bucket:05d}.parquet", compression="snappy",
+                    use_deprecated_int96_timestamps=True,
+                    use_dictionary=[c for c in TRANSACTIONS_SCHEMA.names
+                                    if c in DICTIONARY_COLUMNS])
 
 
 def rank(spark, pass_dir: Path, n: int, out_dir: Path, transactions: Path | None = None,
