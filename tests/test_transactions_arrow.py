@@ -118,3 +118,17 @@ def test_a_huge_transaction_is_never_held_whole():
     assert got[0]["event_count"] == n - 1 - 3
     assert got[0]["undone"] == ["000007", "100500", f"{n - 1:06d}"]
     assert max(seen) <= 1_000 + 3 and len(seen) >= n // 1_000
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_final_of_whole_partials_skips_a_merge_that_changes_nothing(seed):
+    """``partial`` of every row of each transaction gives one partial per transaction:
+    ``final(..., whole=True)`` (no ``merge``) equals ``final`` with the merge."""
+    from dblog.ordering.transactions import final, partial
+
+    rnd = random.Random(seed)
+    t = table(random_rows(rnd, rnd.randrange(1, 600), rnd.choice([1, 5, 60])))
+    parts = partial(t)
+    key = lambda r: (r["source"], r["trx_id"])  # noqa: E731
+    got = sorted(final(parts, whole=True).to_pylist(), key=key)
+    assert got == sorted(final(parts).to_pylist(), key=key) and got

@@ -183,10 +183,12 @@ def merge(partials: pa.Table) -> pa.Table:
                      pc.take(lists, g.column("_list"))], schema=PARTIAL_SCHEMA)
 
 
-def final(partials: pa.Table) -> pa.Table:
+def final(partials: pa.Table, whole: bool = False) -> pa.Table:
     """``PARTIAL_SCHEMA`` rows, every partial of a transaction among them -> one
-    ``TRX_COUNTS_SCHEMA`` row per (source, trx_id) with a row of its own (``in_trx``)."""
-    g = merge(partials)
+    ``TRX_COUNTS_SCHEMA`` row per (source, trx_id) with a row of its own (``in_trx``).
+    ``whole``: the partials are one per transaction already (``partial`` of every row of
+    each: the pass on files' bucket), so ``merge`` would give them back unchanged."""
+    g = partials if whole else merge(partials)
     g = g.filter(g.column("in_trx"))
     committed = pc.is_valid(g.column("cp"))
     capture_off = g.column("cap")
@@ -202,7 +204,7 @@ def final(partials: pa.Table) -> pa.Table:
 
 def summarize(rows: pa.Table) -> pa.Table:
     """``final(partial(rows))``: every row of a transaction in ``rows``."""
-    return final(partial(rows))
+    return final(partial(rows), whole=True)
 
 
 def _carry_start(table: pa.Table) -> int:

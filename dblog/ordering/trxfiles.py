@@ -429,7 +429,7 @@ def summarize_bucket(spec: dict) -> int:
     returns the transactions."""
     rows = filehook.read_bucket(spec["parts"], SPLIT_SCHEMA)
     rows = rows.append_column("_seen", pa.repeat(pa.scalar(False), rows.num_rows))
-    trx = final(partial(rows)).cast(TRX_COUNTS_SCHEMA)
+    trx = final(partial(rows), whole=True).cast(TRX_COUNTS_SCHEMA)
     undone = compensated(rows)
     buckets = _buckets(categories(rows, undone), trx).cast(BUCKETS_SCHEMA)
     name = f"part-{int(spec['bucket']):05d}.parquet"
