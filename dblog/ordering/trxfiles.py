@@ -20,6 +20,13 @@ reassembly wrote them, the same pass runs in two Spark jobs of Python tasks
    into ``ordering/trx_counts/_part=trx`` and ``_part=audit``, where the Spark pass writes
    the same rows.
 
+The split tasks also take what the audit and the quarantine need of the rows they read
+(``Side``), the summarise tasks bucket the segment pieces routed to them by the reassembly
+(``_piece_buckets``), and after the pass one Python task ranks the transactions of a night
+that fits one range partition and writes the night's transactions (``rank_file``); the
+sequence and the held state then take the published and the held rows from their files
+(``sequence_bucket``, ``hold_file``).
+
 The Spark pass (``transaction_counts``) stays the contract and runs when a row was marked
 as a repeated position, without the decode's record of its units, when a DataFrame hook
 changed rows, or when a bucket would hold more than ``filehook.MAX_BUCKET_ROWS`` rows (one
