@@ -408,6 +408,13 @@ def hidden_temp(path: str) -> str:
     return os.path.join(d, f".{name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
 
 
+def true_count(mask) -> int:
+    """The true values of a boolean array (null counts as false)."""
+    import pyarrow.compute as pc
+
+    return int(pc.sum(pc.cast(pc.fill_null(mask, False), pa.int64())).as_py() or 0)
+
+
 def write_unit(unit_id: int, unit: dict, out_dir: str) -> tuple[str, int, int, str, int | None,
                                                                  int]:
     """Decode one work unit straight into ``<out_dir>/part-<unit_id>.parquet`` with pyarrow,
@@ -438,11 +445,9 @@ def write_unit(unit_id: int, unit: dict, out_dir: str) -> tuple[str, int, int, s
                 run.add(batch)
                 rows += batch.num_rows
                 if scope is not None and batch.num_rows:
-                    scoped += int(pc.sum(pc.cast(pc.fill_null(scope(batch), False),
-                                                 pa.int64())).as_py() or 0)
+                    scoped += true_count(scope(batch))
                 if batch.num_rows:
-                    carry += int(pc.sum(pc.cast(pc.fill_null(
-                        pc.equal(batch.column("kind"), "carry"), False), pa.int64())).as_py() or 0)
+                    carry += true_count(pc.equal(batch.column("kind"), "carry"))
         os.replace(tmp, final)
     finally:
         if os.path.exists(tmp):

@@ -210,8 +210,7 @@ def write_pieces(pieces: pa.Table, outcomes: list[pa.Table], spec: dict) -> None
     # transaction id: its bytes are kept for the others only)
     maybe_q = pc.or_(pc.invert(via), pc.is_null(rows.column("r_trx_id")))
     data = rows.column("seg_data")
-    cut = pc.binary_slice(data, 0, RAW_BYTES) if hasattr(pc, "binary_slice") else \
-        pa.array([None if x is None else x[:RAW_BYTES] for x in data.to_pylist()], pa.binary())
+    cut = pc.binary_slice(data, 0, RAW_BYTES)
     routed = pa.table({
         "source": rows.column("source"), "trx_id": trx_id, "via_group": via,
         "r_position": rows.column("r_position"),

@@ -35,7 +35,7 @@ from decoders.events import EVENT_COLUMNS
 
 from ..accounting import (complete_audit, quarantine_duplicate_positions, unique_sources,
                           units_record)
-from ..decode import EVENTS_DIR, spark_event_schema
+from ..decode import EVENTS_DIR, spark_event_schema, true_count
 from ..sparkio import local_frame, run_concurrently, write_parquet
 from ..stage import CARRY_DIR, HELD_DIR, SEQ_FILE
 from . import filehook, nightfiles, segfiles, sequence, trxfiles
@@ -231,16 +231,8 @@ def scoped_rows(manifest: dict, run_dir: Path, fmt: str) -> int | None:
                 cols = [c for c in pf.schema_arrow.names if c not in ("before", "after", "ddl",
                                                                        "seg_data", "raw_hex")]
                 for batch in pf.iter_batches(batch_size=filehook.BATCH_ROWS, columns=cols):
-                    total += int(_true_count(scope(batch)))
+                    total += true_count(scope(batch))
     return total
-
-
-def _true_count(mask) -> int:
-    """True values of a boolean array (null as false)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    return int(pc.sum(pc.cast(pc.fill_null(mask, False), pa.int64())).as_py() or 0)
 
 
 def _fresh(path: Path) -> None:

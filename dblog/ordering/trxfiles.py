@@ -692,13 +692,6 @@ def rank_file(spec: dict) -> int:
     return int(sum(sizes))
 
 
-TRANSACTIONS_SCHEMA = pa.schema([
-    ("trx_id", pa.string()), ("commit_seq", pa.int64()), ("status", pa.string()),
-    ("begin_position", pa.string()), ("commit_position", pa.string()),
-    ("commit_ts", pa.timestamp("us", tz="UTC")), ("user", pa.string()),
-    ("event_count", pa.int64()), ("run_id", pa.string())])
-
-
 def _write_transactions(table: pa.Table, numbered: pa.Array, seq_local, first: dict,
                         bases: dict, spec: dict, bucket: int) -> None:
     """A bucket's ranked transactions -> the published ``transactions`` of the night: those
@@ -728,8 +721,7 @@ def _write_transactions(table: pa.Table, numbered: pa.Array, seq_local, first: d
     write_by_source(out.filter(keep), Path(spec["transactions"]), spec["date"],
                     f"part-{bucket:05d}.parquet", compression="snappy",
                     use_deprecated_int96_timestamps=True,
-                    use_dictionary=[c for c in TRANSACTIONS_SCHEMA.names
-                                    if c in DICTIONARY_COLUMNS])
+                    use_dictionary=[c for c in out.column_names if c in DICTIONARY_COLUMNS])
 
 
 def rank(spark, pass_dir: Path, n: int, out_dir: Path, transactions: Path | None = None,
