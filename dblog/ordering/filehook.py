@@ -131,37 +131,65 @@ def split_file(spec: dict) -> tuple[int, dict]:
                        lambda b: buckets_of(b, key, n, task))
 
 
-def write_split(final: str, schema: pa.Schema, batches, buckets) -> tuple[int, dict]:
-    """``batches`` (of ``schema``) into the Arrow IPC file ``final`` (LZ4), each batch's rows
-    grouped by bucket (``buckets(batch)``: numpy, one bucket per row) -> (rows, {bucket:
-    [[batch index, rows], ...]}). Written under a hidden name and renamed when whole."""
-    import numpy as np
+class SplitWriter:
+    """An Arrow IPC file (LZ4) of ``schema``'s batches, each batch's rows grouped by bucket,
+    written under a hidden name and renamed when whole (``close``). ``where``: {bucket:
+    [[batch index, rows], ...]}; ``rows``: the rows written."""
 
-    tmp = hidden_temp(final)
-    where: dict[int, list] = {}
-    rows = index = 0
+    def __init__(self, final: str, schema: pa.Schema) -> None:
+        self.final, self.tmp = final, hidden_temp(final)
+        self.where: dict[int, list] = {}
+        self.rows = self._index = 0
+        self._sink = pa.OSFile(self.tmp, "wb")
+        self._w = pa.ipc.new_file(self._sink, schema,
+                                  options=pa.ipc.IpcWriteOptions(compression="lz4"))
+
+    def write(self, batch: pa.RecordBatch, buckets) -> None:
+        """``batch``'s rows, ``buckets``: numpy, one bucket per row."""
+        import numpy as np
+
+        if not batch.num_rows:
+            return
+        order = np.argsort(buckets, kind="stable")
+        bs = buckets[order]
+        batch = batch.take(pa.array(order))
+        cuts = np.flatnonzero(np.diff(bs)) + 1
+        for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, len(bs)]):
+            if hi > lo:
+                self._w.write_batch(batch.slice(int(lo), int(hi - lo)))
+                self.where.setdefault(int(bs[lo]), []).append([self._index, int(hi - lo)])
+                self._index += 1
+        self.rows += batch.num_rows
+
+    def close(self) -> None:
+        self._w.close()
+        self._sink.close()
+        os.replace(self.tmp, self.final)
+
+    def abort(self) -> None:
+        """Closes and removes what was written (nothing when ``close`` renamed it)."""
+        for x in (self._w, self._sink):
+            try:
+                x.close()
+            except Exception:       # (closing a half-written stream after an error)
+                pass
+        if os.path.exists(self.tmp):
+            os.unlink(self.tmp)
+
+
+def write_split(final: str, schema: pa.Schema, batches, buckets) -> tuple[int, dict]:
+    """``batches`` (of ``schema``) into the Arrow IPC file ``final`` (``SplitWriter``), each
+    batch's rows grouped by bucket (``buckets(batch)``: numpy, one bucket per row) -> (rows,
+    {bucket: [[batch index, rows], ...]})."""
+    w = SplitWriter(final, schema)
     try:
-        opts = pa.ipc.IpcWriteOptions(compression="lz4")
-        with pa.OSFile(tmp, "wb") as sink, pa.ipc.new_file(sink, schema, options=opts) as w:
-            for batch in batches:
-                if not batch.num_rows:
-                    continue
-                b = buckets(batch)
-                order = np.argsort(b, kind="stable")
-                bs = b[order]
-                batch = batch.take(pa.array(order))
-                cuts = np.flatnonzero(np.diff(bs)) + 1
-                for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, len(bs)]):
-                    if hi > lo:
-                        w.write_batch(batch.slice(int(lo), int(hi - lo)))
-                        where.setdefault(int(bs[lo]), []).append([index, int(hi - lo)])
-                        index += 1
-                rows += batch.num_rows
-        os.replace(tmp, final)
+        for batch in batches:
+            if batch.num_rows:
+                w.write(batch, buckets(batch))
+        w.close()
     finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return rows, where
+        w.abort()
+    return w.rows, w.where
 
 
 def read_bucket(parts, schema: pa.Schema) -> pa.Table:
@@ -218,11 +246,15 @@ def _tasks(run):
 
 def _split_job(split):
     """mapInArrow over ``units_frame`` rows of split tasks: ``split(spec)`` -> (rows,
-    {bucket: [[batch, rows], ...]}) -> one row (task, rows, batches as JSON) per task."""
+    {bucket: [[batch, rows], ...]}[, {stream: {bucket: ...}}]) -> one row (task, rows,
+    batches as JSON: ``{"b": the file's, "x": the extra streams'}``) per task."""
     def job(batches):
-        for uid, (rows, where) in _tasks(split)(batches):
+        for uid, out in _tasks(split)(batches):
+            rows, where = out[0], out[1]
+            extra = out[2] if len(out) > 2 else {}
             yield pa.record_batch([pa.array([uid], pa.int32()), pa.array([rows], pa.int64()),
-                                   pa.array([json.dumps(where)])], names=["task", "rows", "batches"])
+                                   pa.array([json.dumps({"b": where, "x": extra})])],
+                                  names=["task", "rows", "batches"])
     return job
 
 
@@ -257,9 +289,12 @@ def split_then_run(spark, label: str, specs: list[dict], split, tmp: Path, n: in
                    bucket_spec, too_big: str, verb: str) -> int:
     """Two Spark jobs of Python tasks: ``split(spec)`` for each of ``specs`` (each gets
     ``task`` and ``out``, the folder ``tmp`` of the IPC files; ``write_split``), then
-    ``work(bucket_spec(bucket, parts))`` for each of the ``n`` buckets with rows, the
+    ``work(bucket_spec(bucket, parts, extra))`` for each of the ``n`` buckets with rows, the
     biggest first (``parts``: ``read_bucket``'s; the job is described as ``<label>: <verb> <n>
-    buckets``). Returns the rows the bucket tasks report.
+    buckets``). Returns the rows the bucket tasks report. A split may also write extra
+    streams of its own, ``<task>.<stream>.arrow``, and return their batches by bucket as a
+    third value ({stream: {bucket: [[batch, rows], ...]}}): ``extra`` is then {stream: the
+    bucket's parts} (a bucket with rows in a stream only has a task too).
     Raises ``TooBig`` (``too_big`` says why) before the second job when a bucket holds more
     than ``MAX_BUCKET_ROWS`` rows. ``tmp`` is removed afterwards."""
     if tmp.exists():
@@ -275,16 +310,23 @@ def split_then_run(spark, label: str, specs: list[dict], split, tmp: Path, n: in
             raise RuntimeError(f"{label}: split tasks {sorted(r['task'] for r in split_rows)} "
                                f"of {len(specs)} files")
         parts: dict[int, list] = {b: [] for b in range(n)}
-        sizes = [0] * n
+        extra: dict[int, dict] = {b: {} for b in range(n)}
+        sizes, extra_sizes = [0] * n, [0] * n
         for r in split_rows:
-            for b, pieces in json.loads(r["batches"]).items():
+            got = json.loads(r["batches"])
+            for b, pieces in got["b"].items():
                 parts[int(b)].append([str(tmp / f"{r['task']:05d}.arrow"), [i for i, _ in pieces]])
                 sizes[int(b)] += sum(k for _, k in pieces)
+            for stream, where in got["x"].items():
+                for b, pieces in where.items():
+                    extra[int(b)].setdefault(stream, []).append(
+                        [str(tmp / f"{r['task']:05d}.{stream}.arrow"), [i for i, _ in pieces]])
+                    extra_sizes[int(b)] += sum(k for _, k in pieces)
         if max(sizes, default=0) > MAX_BUCKET_ROWS:
             raise TooBig(f"{label}: a bucket of {max(sizes)} rows (more than "
                          f"{MAX_BUCKET_ROWS}): {too_big}")
-        jobs = [bucket_spec(b, parts[b]) for b in sorted(range(n), key=lambda b: -sizes[b])
-                if sizes[b]]
+        jobs = [bucket_spec(b, parts[b], extra[b])
+                for b in sorted(range(n), key=lambda b: -sizes[b]) if sizes[b] or extra_sizes[b]]
         if not jobs:
             return 0
         return run_tasks(spark, f"{label}: {verb} {len(jobs)} buckets", jobs, "bucket", work)
@@ -313,11 +355,11 @@ def run(spark, fmt: str, inputs: list[dict], out_dir: Path, work: Path, rows: in
     return split_then_run(
         spark, f"hook {fmt}", [{**x, "key": key, "buckets": n} for x in inputs], split_file,
         Path(work) / f"buckets-{fmt}", n, resolve_bucket,
-        lambda b, parts: {"format": fmt, "bucket": b, "parts": parts, "files": files,
-                          "out": str(out_dir)},
+        lambda b, parts, extra: {"format": fmt, "bucket": b, "parts": parts, "files": files,
+                                 "out": str(out_dir)},
         f"one {key} has too many rows to resolve in memory", "resolve")
 
 
-__all__ = ["OUT_SCHEMA", "STREAM_SCHEMA", "TooBig", "bucket_count", "buckets_of",
+__all__ = ["OUT_SCHEMA", "STREAM_SCHEMA", "SplitWriter", "TooBig", "bucket_count", "buckets_of",
            "parquet_files", "read_bucket", "resolve_bucket", "run", "split_file",
            "split_then_run", "table_hook", "write_split"]

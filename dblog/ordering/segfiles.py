@@ -259,8 +259,8 @@ def run(spark, inputs: list[dict], manifest_path: Path, out_dir: Path, work: Pat
     return filehook.split_then_run(
         spark, "segments", [{**x, "buckets": n} for x in inputs], split_file,
         Path(work) / "buckets-seg", n, reassemble_bucket,
-        lambda b, parts: {"bucket": b, "parts": parts, "manifest": str(manifest_path),
-                          "out": str(out_dir), **extra},
+        lambda b, parts, _: {"bucket": b, "parts": parts, "manifest": str(manifest_path),
+                             "out": str(out_dir), **extra},
         "one segment key has too many pieces to reassemble in memory", "reassemble")
 
 

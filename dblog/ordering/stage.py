@@ -276,9 +276,19 @@ def write_segments(spark, ev, manifest: dict, work: Path, files: SourceFiles | N
     return _tagged(files, spark.read.schema(empty_groups(spark).schema).parquet(str(path)), path)
 
 
+class SearchFirst(RuntimeError):
+    """The pass on files cannot search for repeated positions (it does not run on files):
+    the search runs in Spark first (``quarantine_duplicate_positions``), then the steps;
+    ``too_big``: the pass found a transaction too big for it (then it runs in Spark)."""
+
+    def __init__(self, message: str, too_big: bool = False) -> None:
+        super().__init__(message)
+        self.too_big = too_big
+
+
 def write_trx_counts(spark, ev, groups, work: Path, rows: int | None = None,
                      inputs: list[dict] | None = None, side: Path | None = None,
-                     pieces: Path | None = None):
+                     pieces: Path | None = None, check: set | None = None):
     """``ordering/trx_counts``: one row per transaction (``transactions``) with its published
     change count, written once and read back (the ranking reads it three times: the range
     partitioner's sample, the numbered transactions, the others; and the audit, quarantine
@@ -291,13 +301,21 @@ def write_trx_counts(spark, ev, groups, work: Path, rows: int | None = None,
     count when it ran on the files (None in Spark): its published changes are then in
     ``_part=pub`` (``trxfiles.published``), and with ``side`` the split's side outputs
     there (``trxfiles.Side``), with ``pieces`` the segment pieces' buckets among the
-    audit's and the quarantined pieces among the side's quarantine rows."""
+    audit's and the quarantined pieces among the side's quarantine rows. With ``check``
+    (source names) the pass on files also searches their rows for repeated positions
+    (``trxfiles.run``, which raises ``RepeatedPositions``); ``SearchFirst`` when it cannot
+    run on files."""
     base = work / "trx_counts"
     n_buckets = None
+    if check and inputs is None:
+        raise SearchFirst("ordering: the transactions pass does not run on files")
     if inputs is not None:
         try:
-            n_buckets, _ = trxfiles.run(spark, inputs, base, work, rows or 0, side, pieces)
+            n_buckets, _ = trxfiles.run(spark, inputs, base, work, rows or 0, side, pieces,
+                                        check)
         except filehook.TooBig as exc:
+            if check:
+                raise SearchFirst(str(exc), too_big=True) from exc
             log.warning("%s; running the transactions pass in Spark instead", exc)
     if n_buckets is None:
         reassembled = None if groups is None else reassembled_changes(groups).select(
@@ -342,11 +360,12 @@ def trx_inputs(manifest: dict, run_dir: Path, work: Path, hooked: dict,
     formats = {s["name"]: s["format"] for s in manifest["sources"]}
     left_out = {u["file"] for u in units_record(run_dir) or []
                 if formats.get(u["source"]) in exclude}
-    out = [{**rows, "path": p, "source": None, "from_state": False} for p in events
-           if Path(p).name not in left_out]
+    # (``check``: a decoded or held file, whose rows the search for repeated positions reads)
+    out = [{**rows, "path": p, "source": None, "from_state": False, "check": True}
+           for p in events if Path(p).name not in left_out]
     for s in manifest["sources"]:
         if s.get("prev_held") and s["format"] not in exclude:
-            out += [{**rows, "path": p, "source": s["name"], "from_state": True}
+            out += [{**rows, "path": p, "source": s["name"], "from_state": True, "check": True}
                     for p in filehook.parquet_files(Path(s["prev_held"]).resolve())]
     if on_files or on_frames:       # (the folder holds what the hooks wrote tonight only then)
         out += [{"path": p, "role": "rows", "source": None, "from_state": None}
@@ -417,6 +436,64 @@ def rank_transactions(spark, trx, work: Path, n_trx: int | None = None,
     return spark.read.schema(out.schema).parquet(path), None
 
 
+def pass_search(manifest: dict, run_dir: Path, proved: set) -> set | None:
+    """The sources whose rows the transactions pass on files searches for repeated positions
+    (``trxfiles.run``'s ``check``) instead of the Spark search before every step: those the
+    decode did not prove (``unique_sources``; a Log Master source, whose records are
+    grouped by unit of recovery, never is), when each is of a format without a hook (the
+    pass then reads every one of its rows as decoded or held) and the decode's record is
+    there. None when there is nothing to search or the pass cannot."""
+    left = {s["name"]: s["format"] for s in manifest["sources"] if s["name"] not in proved}
+    if not left or units_record(run_dir) is None or format_hooks(set(left.values())):
+        return None
+    return set(left)
+
+
+def _prepare(spark, manifest: dict, run_dir: Path, work: Path, proved: set,
+             check: set | None, pass_on_files: bool = True, memo: dict | None = None):
+    """The steps up to the transactions pass: read the night, mark repeated positions (in
+    Spark first, unless ``check``: the pass searches those sources, raising
+    ``RepeatedPositions`` or ``SearchFirst``), the hooks, the reassembly, the pass (in
+    Spark without ``pass_on_files``). ``memo``: what an earlier try learnt (a segment group
+    too big for the reassembly on files: it runs in Spark)."""
+    memo = {} if memo is None else memo
+    files = SourceFiles()
+    decoded = read_decoded(spark, manifest, run_dir, files)
+    # every step reads the night from the decoded Parquet again, only the columns it needs
+    # (no cache of the wide rows; a night with many repeated positions keeps its marked
+    # rows, see accounting)
+    read = decoded if check else quarantine_duplicate_positions(spark, decoded, manifest, proved)
+    # (no repeated position marked: the same frame; the hooks on files may read the files)
+    hooked: dict = {}
+    ev = resolve(spark, read, manifest, work, files, run_dir, as_decoded=read is decoded,
+                 report=hooked)
+    n_rows = event_rows(manifest, run_dir)
+    # the reassembly and the transactions pass on the files when the rows are theirs as
+    # written (no row marked)
+    inputs = trx_inputs(manifest, run_dir, work, hooked, False, files) \
+        if read is decoded else None
+    if check and inputs is None:
+        raise SearchFirst("ordering: the night's rows are not all in the decode's files")
+    seg_report: dict = {}
+    seg_inputs = None if memo.get("segments_in_spark") else inputs
+    groups = write_segments(spark, ev, manifest, work, files, seg_inputs, n_rows, seg_report)
+    if seg_inputs is not None and groups is not None and not seg_report.get("on_files"):
+        memo["segments_in_spark"] = True
+    if inputs is not None and groups is not None:
+        inputs = trx_inputs(manifest, run_dir, work, hooked, True, files)
+    # the split also takes the audit's rows without a transaction, the lost archives and the
+    # quarantine rows (``trxfiles.Side``), and the pass buckets the segment pieces (routed
+    # by the reassembly on files): no scan of the night for them
+    pieces = work / PIECES_ROUTED if seg_report.get("on_files") else None
+    side = work / "side" if groups is None or pieces is not None else None
+    trx_counts, n_trx, pass_buckets, n_buckets = write_trx_counts(
+        spark, ev, groups, work, n_rows, inputs if pass_on_files else None, side, pieces, check)
+    if n_buckets is None:
+        side = None
+    return (files, read, ev, groups, inputs, side, trx_counts, n_trx, pass_buckets, n_buckets,
+            n_rows)
+
+
 def order_stage(spark, manifest: dict, run_dir: Path) -> dict:
     """Write changes, transactions, quarantine, audit and next state under ``run_dir``.
     Returns per source: commit_seq range and counts (small).
@@ -432,35 +509,19 @@ def order_stage(spark, manifest: dict, run_dir: Path) -> dict:
     run_id, date = manifest["run_id"], manifest["date"]
     seq_base = {s["name"]: int(s["seq_base"]) for s in manifest["sources"]}
 
-    # the night's events with the held rows, repeated positions marked: every step reads
-    # them from the decoded Parquet again, only the columns it needs (no cache of the wide
-    # rows; a night with many repeated positions keeps its marked rows, see accounting)
-    files = SourceFiles()
-    decoded = read_decoded(spark, manifest, run_dir, files)
-    read = quarantine_duplicate_positions(spark, decoded, manifest,
-                                          unique_sources(manifest, run_dir))
-    # (no repeated position marked: the same frame; the hooks on files may read the files)
-    hooked: dict = {}
-    ev = resolve(spark, read, manifest, work, files, run_dir, as_decoded=read is decoded,
-                 report=hooked)
-    n_rows = event_rows(manifest, run_dir)
-    # the reassembly and the transactions pass on the files when the rows are theirs as
-    # written (no row marked)
-    inputs = trx_inputs(manifest, run_dir, work, hooked, False, files) \
-        if read is decoded else None
-    seg_report: dict = {}
-    groups = write_segments(spark, ev, manifest, work, files, inputs, n_rows, seg_report)
-    if inputs is not None and groups is not None:
-        inputs = trx_inputs(manifest, run_dir, work, hooked, True, files)
-    # the split also takes the audit's rows without a transaction, the lost archives and the
-    # quarantine rows (``trxfiles.Side``), and the pass buckets the segment pieces (routed
-    # by the reassembly on files): no scan of the night for them
-    pieces = work / PIECES_ROUTED if seg_report.get("on_files") else None
-    side = work / "side" if groups is None or pieces is not None else None
-    trx_counts, n_trx, pass_buckets, n_buckets = write_trx_counts(spark, ev, groups, work,
-                                                                  n_rows, inputs, side, pieces)
-    if n_buckets is None:
-        side = None
+    # the night's events with the held rows, repeated positions marked (by the pass on
+    # files, ``pass_search``, else first in Spark)
+    proved = unique_sources(manifest, run_dir)
+    check = pass_search(manifest, run_dir, proved)
+    memo: dict = {}
+    try:
+        got = _prepare(spark, manifest, run_dir, work, proved, check, memo=memo)
+    except (trxfiles.RepeatedPositions, SearchFirst) as exc:
+        log.warning("%s; searching for repeated positions in Spark first", exc)
+        got = _prepare(spark, manifest, run_dir, work, proved, None,
+                       pass_on_files=not getattr(exc, "too_big", False), memo=memo)
+    (files, read, ev, groups, inputs, side, trx_counts, n_trx, pass_buckets, n_buckets,
+     n_rows) = got
     # a night of few transactions joins them by broadcast: the rows are not shuffled for it
     few = n_trx <= TRX_BROADCAST_MAX
 

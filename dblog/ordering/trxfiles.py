@@ -279,29 +279,124 @@ class Side:
             _write(t, os.path.join(folder, part, f"part-{task:05d}.parquet"))
 
 
-def split_file(spec: dict) -> tuple[int, dict]:
+# ----------------------------------------------------------------- repeated positions
+
+# what the split keeps of a row for the search for repeated positions
+# (``accounting.quarantine_duplicate_positions``: the key of a row that takes part in
+# publishing), bucketed by a hash of the key (``position_buckets``)
+POS_SCHEMA = pa.schema([("source", pa.string()), ("position", pa.string()), ("_sn", pa.int32())])
+POS_STREAM = "pos"
+REPEATS = "_repeats"        # (``_``: not read as data by Spark)
+_MIX = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xC2B2AE3D27D4EB4F), np.uint64(0x165667B19E3779F9))
+
+
+class RepeatedPositions(RuntimeError):
+    """The split found a record position repeated in a source's night: the rows must be
+    marked (``quarantine_duplicate_positions``) before any step uses them."""
+
+
+def tail_hash(values) -> np.ndarray:
+    """A 64-bit hash of each string (uint64; a null as the empty string) from its last 8
+    bytes (zeros before a shorter one) and its length, without a Python call per row: the
+    positions of a night differ in their low digits."""
+    arr = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    n = len(arr)
+    if n == 0:
+        return np.zeros(0, np.uint64)
+    arr = pc.fill_null(arr, "") if arr.null_count else arr
+    offs = np.frombuffer(arr.buffers()[1], np.int32)[arr.offset:arr.offset + n + 1]
+    start, end = offs[:-1], offs[1:]
+    data = arr.buffers()[2]
+    if data is None or end[-1] == start[0]:
+        tail = np.zeros(n, np.uint64)
+    else:
+        data = np.frombuffer(data, np.uint8)
+        idx = end[:, None] - 8 + np.arange(8)
+        tail = np.where(idx >= start[:, None], data[np.maximum(idx, 0)], 0).astype(np.uint8) \
+            .view("<u8").ravel()
+    h = tail * _MIX[0]
+    h ^= h >> np.uint64(29)
+    return h + (end - start).astype(np.uint64) * _MIX[1]
+
+
+def position_buckets(keys: pa.RecordBatch, n: int):
+    """Each ``POS_SCHEMA`` row's bucket of the search (numpy int64): a hash of (source,
+    position, ``_sn``) modulo ``n``."""
+    h = tail_hash(keys.column("position")) + _crc(keys.column("source")).astype(np.uint64) * _MIX[2]
+    h += keys.column("_sn").to_numpy(zero_copy_only=False).astype(np.uint64)
+    h ^= h >> np.uint64(31)
+    return (h % np.uint64(n)).astype(np.int64)
+
+
+def position_keys(raw: pa.RecordBatch, spec: dict, sources: pa.Array) -> pa.RecordBatch:
+    """The keys (``POS_SCHEMA``) of the rows of a batch read from a decoded or held file
+    that the search compares (``quarantine_duplicate_positions``' ``candidate``: a
+    position, a kind of ``POSITION_KINDS``, a source in ``sources``, those the decode did
+    not prove); ``_sn``: ``seg_num`` or 0."""
+    from ..decode import POSITION_KINDS
+
+    n = raw.num_rows
+    names = raw.schema.names
+    src = pa.repeat(pa.scalar(spec["source"], pa.string()), n) \
+        if spec.get("source") is not None else raw.column("source")
+    pos = raw.column("position") if "position" in names else pa.nulls(n, pa.string())
+    kind = raw.column("kind")
+    sn = raw.column("seg_num").cast(pa.int32()) if "seg_num" in names else pa.nulls(n, pa.int32())
+    mask = pc.fill_null(pc.and_(pc.and_(pc.is_valid(pos), pc.is_in(kind, pa.array(POSITION_KINDS))),
+                                pc.is_in(src, sources)), False)
+    keys = pa.RecordBatch.from_arrays([src, pos, pc.fill_null(sn, 0)], schema=POS_SCHEMA)
+    return keys.filter(mask)
+
+
+def repeated_keys(keys: pa.Table) -> pa.Table:
+    """The (source, position, ``_sn``) met more than once, with their count ``n``."""
+    g = keys.group_by(POS_SCHEMA.names, use_threads=False).aggregate([([], "count_all")])
+    return g.filter(pc.greater(g.column("count_all"), 1)).rename_columns(
+        [*POS_SCHEMA.names, "n"])
+
+
+def split_file(spec: dict):
     """Split task: ``spec`` (path, role, source, from_state, exclude, scoped, buckets, task,
-    out)."""
+    out; with ``check_sources`` and ``check``, a decoded or held file: the keys of its rows
+    of those sources for the search for repeated positions, the stream ``pos``, bucketed
+    by ``position_buckets``) -> (rows, {bucket: [[batch, rows], ...]}, {"pos": ...})."""
     import pyarrow.parquet as pq
 
     n = int(spec["buckets"])
     pf = pq.ParquetFile(spec["path"])
     side = spec.get("side") is not None
-    wanted = SPLIT_SCHEMA.names + (SIDE_COLUMNS if side else [])
+    check = spec.get("check_sources") if spec.get("check") else None
+    wanted = SPLIT_SCHEMA.names + (SIDE_COLUMNS if side else []) + (["seg_num"] if check else [])
     cols = [c for c in pf.schema_arrow.names if c in wanted]
     spec = {**spec, "_side": Side()} if side else spec
-
-    def batches():
+    task = int(spec["task"])
+    main = filehook.SplitWriter(os.path.join(spec["out"], f"{task:05d}.arrow"), SPLIT_SCHEMA)
+    pos = None
+    try:
+        if check:
+            pos = filehook.SplitWriter(os.path.join(spec["out"], f"{task:05d}.{POS_STREAM}.arrow"),
+                                       POS_SCHEMA)
+            sources = pa.array(sorted(check), pa.string())
         first = 0
         for b in pf.iter_batches(batch_size=filehook.BATCH_ROWS, columns=cols):
-            yield _conform(b, spec, first)
+            out = _conform(b, spec, first)
+            if out.num_rows:
+                main.write(out, buckets_of(out, n))
+            if pos is not None:
+                keys = position_keys(b, spec, sources)
+                if keys.num_rows:
+                    pos.write(keys, position_buckets(keys, n))
             first += b.num_rows
-
-    out = filehook.write_split(os.path.join(spec["out"], f"{int(spec['task']):05d}.arrow"),
-                               SPLIT_SCHEMA, batches(), lambda b: buckets_of(b, n))
+        main.close()
+        if pos is not None:
+            pos.close()
+    finally:
+        main.abort()
+        if pos is not None:
+            pos.abort()
     if side:
-        spec["_side"].write(spec["side"], int(spec["task"]))
-    return out
+        spec["_side"].write(spec["side"], task)
+    return main.rows, main.where, ({} if pos is None else {POS_STREAM: pos.where})
 
 
 def _write(table: pa.Table, final_path: str) -> None:
@@ -434,12 +529,24 @@ def summarize_bucket(spec: dict) -> int:
     ``<out>/_part=trx/part-<bucket>.parquet``, the buckets of their rows to
     ``<out>/_part=audit/...`` and the changes it publishes to ``<out>/_part=pub/...``;
     returns the transactions."""
+    name = f"part-{int(spec['bucket']):05d}.parquet"
+    pos_parts = (spec.get("extra") or {}).get(POS_STREAM)
+    if pos_parts:
+        found = repeated_keys(filehook.read_bucket(pos_parts, POS_SCHEMA))
+        if found.num_rows:
+            import json
+
+            os.makedirs(os.path.join(spec["out"], REPEATS), exist_ok=True)
+            with open(os.path.join(spec["out"], REPEATS, name[:-len(".parquet")] + ".json"),
+                      "w") as fh:
+                json.dump({"keys": found.num_rows, "first": found.slice(0, 1).to_pylist()[0]}, fh)
+    if not spec["parts"]:           # (a bucket of the search's keys only)
+        return 0
     rows = filehook.read_bucket(spec["parts"], SPLIT_SCHEMA)
     rows = rows.append_column("_seen", pa.repeat(pa.scalar(False), rows.num_rows))
     trx = final(partial(rows), whole=True).cast(TRX_COUNTS_SCHEMA)
     undone = compensated(rows)
     buckets = _buckets(categories(rows, undone), trx).cast(BUCKETS_SCHEMA)
-    name = f"part-{int(spec['bucket']):05d}.parquet"
     if spec.get("pieces"):
         buckets = pa.concat_tables([buckets, _piece_buckets(spec, trx, name)])
     _write(trx, os.path.join(spec["out"], TRX_PART, name))
@@ -461,7 +568,8 @@ def summarize_bucket(spec: dict) -> int:
 
 
 def run(spark, inputs: list[dict], out_dir: Path, work: Path, rows: int,
-        side: Path | None = None, pieces: Path | None = None) -> int:
+        side: Path | None = None, pieces: Path | None = None,
+        check: set | None = None) -> int:
     """The pass on ``inputs`` (path, role ``rows`` or ``segments``, source or None,
     from_state or None: read from the file, exclude: formats whose rows are left out,
     scoped: formats whose rows in their hook's scope are left out, ``resolve_scope_table``
@@ -470,7 +578,12 @@ def run(spark, inputs: list[dict], out_dir: Path, work: Path, rows: int,
     and ``out_dir/_part=pub`` (replaced); with ``side``, the split tasks' side outputs
     there (``Side``: ``other``, ``lost``, ``quarantine``; replaced); with ``pieces``, the
     segment pieces routed to the buckets (``segfiles.write_pieces``) bucketed with their
-    transactions (``_piece_buckets``). Returns (the bucket count, the transactions). Raises ``filehook.TooBig`` before writing."""
+    transactions (``_piece_buckets``). With ``check`` (source names), the pass also searches
+    those sources' rows of the decoded and held files (``check`` set in their input) for a
+    record position met twice (``quarantine_duplicate_positions``, which the caller then
+    skipped): the split buckets their keys, the summarise tasks count them. Returns (the
+    bucket count, the transactions). Raises ``filehook.TooBig`` before writing, and
+    ``RepeatedPositions`` after the pass when the search found one."""
     import shutil
 
     n = filehook.bucket_count(rows, int(spark.sparkContext.defaultParallelism))
@@ -489,11 +602,24 @@ def run(spark, inputs: list[dict], out_dir: Path, work: Path, rows: int,
             raise RuntimeError(f"ordering: the segment pieces were routed to {routed} buckets, "
                                f"the transactions pass has {n}")
         extra["pieces"] = str(Path(pieces).resolve())
-    return n, filehook.split_then_run(
+    if check:
+        extra["check_sources"] = sorted(check)
+    done = filehook.split_then_run(
         spark, "transactions", [{**x, "buckets": n, **extra} for x in inputs], split_file,
         Path(work) / "buckets-trx", n, summarize_bucket,
-        lambda b, parts: {"bucket": b, "parts": parts, "out": str(out_dir), **extra},
+        lambda b, parts, more: {"bucket": b, "parts": parts, "out": str(out_dir),
+                                "extra": more, **extra},
         "one transaction has too many rows to summarise in memory", "summarise")
+    found = sorted((out_dir / REPEATS).glob("*.json")) if check else []
+    if found:
+        import json
+
+        got = [json.loads(f.read_text()) for f in found]
+        first = got[0]["first"]
+        raise RepeatedPositions(
+            f"ordering: {sum(g['keys'] for g in got)} record positions met more than once "
+            f"(source {first['source']}, position {first['position']}, {first['n']} times)")
+    return n, done
 
 
 # ----------------------------------------------------------------- held state
@@ -818,6 +944,7 @@ def sequence(spark, pass_dir: Path, trx_dir: Path, offsets: list, n: int, seq_di
                               sequence_bucket)
 
 
-__all__ = ["BUCKETS_SCHEMA", "SPLIT_SCHEMA", "bucket_column", "buckets_of", "hold", "hold_file",
-           "published", "rank", "rank_file", "run",
-           "sequence", "sequence_bucket", "split_file", "summarize_bucket"]
+__all__ = ["BUCKETS_SCHEMA", "POS_SCHEMA", "RepeatedPositions", "SPLIT_SCHEMA", "bucket_column",
+           "buckets_of", "hold", "hold_file", "position_buckets", "position_keys", "published",
+           "rank", "rank_file", "repeated_keys", "run", "sequence", "sequence_bucket",
+           "split_file", "summarize_bucket", "tail_hash"]
