@@ -127,15 +127,28 @@ def groups(pieces: pa.Table) -> pa.Table:
     for name in HEADER:
         c = head.column(name)
         cols[name] = c if name in KEYS else pc.if_else(has_num, c, pa.scalar(None, c.type))
-    datas = pieces.column("seg_data").to_pylist()
-    whole = pc.fill_null(complete, False).to_numpy(zero_copy_only=False)
-    data = [b"".join(x if x is not None else b"" for x in datas[a:b]) if ok else None
-            for a, b, ok in zip(starts, ends, whole)]
-    # Spark's concat of a null piece gives null
-    has_null = [any(x is None for x in datas[a:b]) if ok else False
-                for a, b, ok in zip(starts, ends, whole)]
-    data = [None if hn else d for d, hn in zip(data, has_null)]
-    return pa.table({**cols, "complete": complete, "data": pa.array(data, pa.binary())})
+    return pa.table({**cols, "complete": complete,
+                     "data": _joined(pieces.column("seg_data"), starts, complete)})
+
+
+def _joined(seg_data, starts: np.ndarray, complete) -> pa.Array:
+    """Each group's pieces' bytes joined (large_binary): the pieces are sorted, so a group's
+    bytes are one run of the column's data buffer, sliced by the offsets of its first piece
+    and of the next group's; null for a group not complete or with a null piece (Spark's
+    concat of a null gives null)."""
+    n, k = len(seg_data), len(starts)
+    if k == 0:
+        return pa.array([], pa.large_binary())
+    sd = seg_data.combine_chunks() if isinstance(seg_data, pa.ChunkedArray) else seg_data
+    sd = sd.cast(pa.large_binary())
+    offs = np.frombuffer(sd.buffers()[1], np.int64)[sd.offset:sd.offset + n + 1]
+    null_piece = pc.is_null(sd).to_numpy(zero_copy_only=False)
+    has_null = np.add.reduceat(null_piece.astype(np.int64), starts) > 0
+    ok = pc.fill_null(complete, False).to_numpy(zero_copy_only=False) & ~has_null
+    data = sd.buffers()[2] if sd.buffers()[2] is not None else pa.py_buffer(b"")
+    runs = pa.Array.from_buffers(pa.large_binary(), k, [
+        None, pa.py_buffer(np.ascontiguousarray(offs[np.r_[starts, n]], np.int64)), data])
+    return pc.if_else(pa.array(ok), runs, pa.scalar(None, pa.large_binary()))
 
 
 def reassemble_bucket(spec: dict) -> int:

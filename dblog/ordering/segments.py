@@ -95,39 +95,65 @@ def _decode_complete(fmt, datas: list[bytes], rows: list[dict], ctx) -> list[dic
 
 
 def _decode_groups(catalogs: dict[str, dict], options: dict[str, tuple]):
-    """mapInArrow function: group rows (``HEADER`` + complete + data) -> ``GROUP_SCHEMA`` rows."""
+    """mapInArrow function: group rows (``HEADER`` + complete + data) -> ``GROUP_SCHEMA`` rows:
+    a group not complete with ``kind`` null, a complete one with what the format decoded
+    (``_decode_complete``: the change's fields, or the quarantine's) over its header; no
+    group accounts for records or bytes (its pieces do). Columns are taken from the batch
+    as they are; only the complete groups become Python rows, for the format's decoder."""
+    import numpy as np
+    import pyarrow.compute as pc
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         parsed: dict = {}
         for batch in batches:
-            rows = batch.to_pylist()
-            datas = [row.pop("data") for row in rows]
-            results = [dict(row) for row in rows]
-            todo: dict[tuple, list[int]] = {}
-            for i, row in enumerate(rows):
-                if row["complete"]:
-                    todo.setdefault((row["source"], row["format"], row["archive_file"]), []).append(i)
-                else:
-                    results[i]["kind"] = None
-            for (source, fmt_name, archive), idx in todo.items():
-                cat = parsed.get(source)
-                if cat is None:
-                    cat = parsed[source] = parse_catalog(catalogs[source], f"<catalog of {source}>")
-                opts, tz = options[source]
-                ctx = DecodeContext(source, fmt_name, cat, archive, opts, tz)
-                got = _decode_complete(get_format(fmt_name), [datas[i] for i in idx],
-                                       [rows[i] for i in idx], ctx)
-                for i, g in zip(idx, got):
-                    results[i].update(g)
-            out = {name: [] for name in GROUP_COLUMNS}
-            for result in results:
-                result["n_records"] = 0          # the pieces account for the records read
-                if "n_bytes" in result:
-                    result["n_bytes"] = 0        # ... and for the bytes
-                for name in GROUP_COLUMNS:
-                    out[name].append(result.get(name))
-            yield pa.RecordBatch.from_arrays(
-                [pa.array(out[n], type=t) for n, t in GROUP_FIELDS], schema=GROUP_SCHEMA)
+            n = batch.num_rows
+            names = batch.schema.names
+            complete = pc.fill_null(batch.column("complete"), False).to_numpy(
+                zero_copy_only=False)
+            done = np.flatnonzero(complete)
+            decoded: dict[str, tuple[list, list]] = {}     # key -> (values, set) by row
+            if len(done):
+                sub = batch.take(pa.array(done))
+                datas = sub.column("data").to_pylist()
+                rows = sub.drop_columns(["data"]).to_pylist()
+                todo: dict[tuple, list[int]] = {}
+                for j, row in enumerate(rows):
+                    todo.setdefault((row["source"], row["format"], row["archive_file"]),
+                                    []).append(j)
+                for (source, fmt_name, archive), idx in todo.items():
+                    cat = parsed.get(source)
+                    if cat is None:
+                        cat = parsed[source] = parse_catalog(catalogs[source],
+                                                             f"<catalog of {source}>")
+                    opts, tz = options[source]
+                    ctx = DecodeContext(source, fmt_name, cat, archive, opts, tz)
+                    got = _decode_complete(get_format(fmt_name), [datas[j] for j in idx],
+                                           [rows[j] for j in idx], ctx)
+                    for j, g in zip(idx, got):
+                        i = int(done[j])
+                        for key, value in g.items():
+                            if key not in decoded:
+                                decoded[key] = ([None] * n, [False] * n)
+                            decoded[key][0][i] = value
+                            decoded[key][1][i] = True
+            cols = []
+            for name, t in GROUP_FIELDS:
+                if name == "n_records":          # the pieces account for the records read
+                    cols.append(pa.array(np.zeros(n, np.int64)).cast(t))
+                    continue
+                col = batch.column(name) if name in names else pa.nulls(n, t)
+                col = col if col.type == t else col.cast(t)
+                if name == "kind":               # a group not complete: no kind
+                    col = pc.if_else(pa.array(complete), col, pa.scalar(None, t))
+                if name in decoded:
+                    values, mask = decoded[name]
+                    col = pc.if_else(pa.array(mask), pa.array(values, t), col)
+                if name == "n_bytes":            # ... and for the bytes
+                    zero = pa.scalar(0, t)
+                    col = pa.repeat(zero, n) if name in names else pc.if_else(
+                        pa.array(decoded.get(name, (None, [False] * n))[1]), zero, col)
+                cols.append(col)
+            yield pa.RecordBatch.from_arrays(cols, schema=GROUP_SCHEMA)
 
     return run
 
