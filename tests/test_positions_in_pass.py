@@ -6,6 +6,7 @@ Spark search first and publishes what that path publishes."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 
 import numpy as np
@@ -166,3 +167,46 @@ def test_a_log_master_night_read_twice_publishes_what_the_spark_search_publishes
         expected = read_expected(DataRoot(roots[name]), "core_zos", date)
         assert rows and [{k: r[k] for k in KEYS} for r in rows] == \
             [{k: e[k] for k in KEYS} for e in expected], name
+
+
+def test_the_reassembly_reads_only_the_files_that_may_hold_a_piece(tmp_path):
+    """``stage.segment_inputs``: a decoded file of a Log Master source and its held file are
+    read, those of a solidDB source are not; a decoded file the decode's record does not
+    name and the hooks' output are read (they may hold anything)."""
+    from dblog.decode import EVENTS_DIR, UNITS_FILE
+
+    events = tmp_path / EVENTS_DIR
+    events.mkdir()
+    (tmp_path / UNITS_FILE).write_text(json.dumps({"units": [
+        {"source": "zos", "file": "part-00000.parquet"},
+        {"source": "solid", "file": "part-00001.parquet"}]}))
+    manifest = {"sources": [{"name": "zos", "format": "lldf"},
+                            {"name": "solid", "format": "soliddb"}]}
+    inputs = [{"path": str(events.resolve() / f"part-0000{i}.parquet"), "source": None}
+              for i in range(3)]
+    inputs += [{"path": "/held/zos/part-0.parquet", "source": "zos"},
+               {"path": "/held/solid/part-0.parquet", "source": "solid"},
+               {"path": str(tmp_path / "ordering" / "resolved" / "part-x.parquet"),
+                "source": None}]
+    got = stage.segment_inputs(inputs, manifest, tmp_path, ["lldf"])
+    assert [x["path"] for x in got] == [inputs[i]["path"] for i in (0, 2, 3, 5)]
+    # without the decode's record every file is read
+    assert stage.segment_inputs(inputs, manifest, None, ["lldf"]) == \
+        [x for x in inputs if x["source"] != "solid"]
+
+
+@pytest.mark.spark
+def test_a_night_without_a_file_that_may_hold_a_piece_has_no_group(spark, tmp_path):
+    """A Log Master source with no archive tonight beside others: the reassembly on files
+    gets no file, writes no group and says how many buckets the pieces (none) were routed
+    to; the groups read back are none."""
+    from dblog.ordering import segfiles
+    from dblog.ordering.segments import empty_groups
+
+    out, pieces = tmp_path / "segments", tmp_path / "pieces"
+    assert segfiles.run(spark, [], tmp_path / "m.json", out, tmp_path, 0, pieces,
+                        trx_rows=10) == 0
+    assert out.is_dir() and not any(out.iterdir())
+    assert (pieces / segfiles.PIECES_BUCKETS).read_text() == \
+        str(filehook.bucket_count(10, int(spark.sparkContext.defaultParallelism)))
+    assert spark.read.schema(empty_groups(spark).schema).parquet(str(out)).count() == 0

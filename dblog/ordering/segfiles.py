@@ -251,14 +251,17 @@ def write_pieces(pieces: pa.Table, outcomes: list[pa.Table], spec: dict) -> None
 
 
 def run(spark, inputs: list[dict], manifest_path: Path, out_dir: Path, work: Path,
-        rows: int, pieces_out: Path | None = None) -> int:
-    """The reassembly on ``inputs`` (``trxfiles`` inputs of role ``rows``) -> ``GROUP_SCHEMA``
-    files in ``out_dir`` (replaced); with ``pieces_out``, the pieces with their group's
-    outcome routed to the transactions pass's buckets there (``write_pieces``; replaced).
-    Returns the groups. Raises ``filehook.TooBig`` before writing."""
+        rows: int, pieces_out: Path | None = None, trx_rows: int | None = None) -> int:
+    """The reassembly on ``inputs`` (``trxfiles`` inputs of role ``rows``; about ``rows``
+    rows) -> ``GROUP_SCHEMA`` files in ``out_dir`` (replaced); with ``pieces_out``, the
+    pieces with their group's outcome routed to the transactions pass's buckets there
+    (``write_pieces``; replaced; the pass's bucket count from ``trx_rows``, the rows it
+    reads, else ``rows``). Returns the groups. Raises ``filehook.TooBig`` before writing."""
     import shutil
 
-    n = filehook.bucket_count(rows, int(spark.sparkContext.defaultParallelism))
+    cores = int(spark.sparkContext.defaultParallelism)
+    n = filehook.bucket_count(rows, cores)
+    n_trx = filehook.bucket_count(rows if trx_rows is None else trx_rows, cores)
     out_dir = Path(out_dir)
     for folder in (out_dir, pieces_out):
         if folder is not None and Path(folder).exists():
@@ -267,8 +270,10 @@ def run(spark, inputs: list[dict], manifest_path: Path, out_dir: Path, work: Pat
     extra = {}
     if pieces_out is not None:
         Path(pieces_out).mkdir(parents=True)
-        (Path(pieces_out) / PIECES_BUCKETS).write_text(str(n))
-        extra = {"pieces_out": str(Path(pieces_out).resolve()), "trx_buckets": n}
+        (Path(pieces_out) / PIECES_BUCKETS).write_text(str(n_trx))
+        extra = {"pieces_out": str(Path(pieces_out).resolve()), "trx_buckets": n_trx}
+    if not inputs:              # (no file that may hold a piece: no group)
+        return 0
     return filehook.split_then_run(
         spark, "segments", [{**x, "buckets": n} for x in inputs], split_file,
         Path(work) / "buckets-seg", n, reassemble_bucket,

@@ -242,9 +242,31 @@ def _fresh(path: Path) -> None:
     path.mkdir(parents=True)
 
 
+def segment_inputs(inputs: list[dict], manifest: dict, run_dir: Path | None,
+                   formats) -> list[dict]:
+    """Of the pass's ``inputs``, those that may hold a segment piece: a file of a source
+    whose format is one of ``formats`` (a held file by its source, a decoded file by the
+    decode's record of its unit), and every other file (the hooks' output)."""
+    mine = {s["name"] for s in manifest["sources"] if s["format"] in formats}
+    units = None if run_dir is None else units_record(run_dir)
+    by_file = {u["file"]: u["source"] for u in units or []}
+    folder = None if run_dir is None else (Path(run_dir) / EVENTS_DIR).resolve()
+    out = []
+    for x in inputs:
+        if x.get("source") is not None:
+            source = x["source"]
+        elif folder is not None and Path(x["path"]).parent == folder:
+            source = by_file.get(Path(x["path"]).name)
+        else:
+            source = None
+        if source is None or source in mine:
+            out.append(x)
+    return out
+
+
 def write_segments(spark, ev, manifest: dict, work: Path, files: SourceFiles | None = None,
                    inputs: list[dict] | None = None, rows: int | None = None,
-                   report: dict | None = None):
+                   report: dict | None = None, run_dir: Path | None = None):
     """Reassemble the segment groups (``ordering/segments``); None when no source's format
     writes segments. ``inputs``: the files holding ``ev``'s rows (``trx_inputs``): the
     reassembly runs on them in Python tasks (``segfiles``) unless a group is too big for
@@ -262,8 +284,13 @@ def write_segments(spark, ev, manifest: dict, work: Path, files: SourceFiles | N
         brief.write_text(json.dumps({"sources": [
             {k: s.get(k) for k in ("name", "format", "catalog", "options", "timezone")}
             for s in manifest["sources"]]}))
+        # (only the files that may hold a segment piece: not a decoded or held file of a
+        # source whose format writes none)
+        mine = segment_inputs(inputs, manifest, run_dir, formats)
         try:
-            segfiles.run(spark, inputs, brief, path, work, rows or 0, work / PIECES_ROUTED)
+            segfiles.run(spark, mine, brief, path, work,
+                         sum(parquet_rows(x["path"]) for x in mine), work / PIECES_ROUTED,
+                         trx_rows=rows or 0)
             done = True
         except filehook.TooBig as exc:
             log.warning("%s; reassembling the segments in Spark instead", exc)
@@ -476,7 +503,8 @@ def _prepare(spark, manifest: dict, run_dir: Path, work: Path, proved: set,
         raise SearchFirst("ordering: the night's rows are not all in the decode's files")
     seg_report: dict = {}
     seg_inputs = None if memo.get("segments_in_spark") else inputs
-    groups = write_segments(spark, ev, manifest, work, files, seg_inputs, n_rows, seg_report)
+    groups = write_segments(spark, ev, manifest, work, files, seg_inputs, n_rows, seg_report,
+                            run_dir)
     if seg_inputs is not None and groups is not None and not seg_report.get("on_files"):
         memo["segments_in_spark"] = True
     if inputs is not None and groups is not None:
