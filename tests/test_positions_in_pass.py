@@ -171,8 +171,9 @@ def test_a_log_master_night_read_twice_publishes_what_the_spark_search_publishes
 
 def test_the_reassembly_reads_only_the_files_that_may_hold_a_piece(tmp_path):
     """``stage.segment_inputs``: a decoded file of a Log Master source and its held file are
-    read, those of a solidDB source are not; a decoded file the decode's record does not
-    name and the hooks' output are read (they may hold anything)."""
+    read, those of a solidDB source are not (nor a hook's output on files for solidDB); a
+    decoded file the decode's record does not name and a DataFrame hook's output are read
+    (they may hold anything)."""
     from dblog.decode import EVENTS_DIR, UNITS_FILE
 
     events = tmp_path / EVENTS_DIR
@@ -187,12 +188,14 @@ def test_the_reassembly_reads_only_the_files_that_may_hold_a_piece(tmp_path):
     inputs += [{"path": "/held/zos/part-0.parquet", "source": "zos"},
                {"path": "/held/solid/part-0.parquet", "source": "solid"},
                {"path": str(tmp_path / "ordering" / "resolved" / "part-x.parquet"),
+                "source": None},
+               {"path": str(tmp_path / "ordering" / "resolved" / "part-soliddb-00000.parquet"),
                 "source": None}]
     got = stage.segment_inputs(inputs, manifest, tmp_path, ["lldf"])
     assert [x["path"] for x in got] == [inputs[i]["path"] for i in (0, 2, 3, 5)]
     # without the decode's record every file is read
     assert stage.segment_inputs(inputs, manifest, None, ["lldf"]) == \
-        [x for x in inputs if x["source"] != "solid"]
+        [x for x in inputs[:-1] if x["source"] != "solid"]
 
 
 @pytest.mark.spark

@@ -19,7 +19,7 @@ Two Spark jobs of Python tasks, one small row back per task (as the decode,
 
 1. *split*: one task per input file (a decode unit's events, a held-state file) reads it a
    batch at a time (every column but ``seg_data``) and appends each batch's rows to one
-   Arrow IPC file (LZ4), grouped by bucket: ``hash(source) + key`` modulo the number of
+   Arrow IPC file (uncompressed, ``IPC_COMPRESSION``), grouped by bucket: ``hash(source) + key`` modulo the number of
    buckets; rows of a null key go to the bucket of the task's number. It returns, per
    bucket, the indexes of its record batches and their rows.
 2. *resolve*: one task per bucket reads its batches from every split file (random access
@@ -57,6 +57,11 @@ BUCKET_ROWS = 500_000        # rows a resolve task holds at most (sizes the buck
 MIN_BUCKET_ROWS = 100_000    # rows below which a night has fewer buckets than cores
 MAX_BUCKET_ROWS = 4_000_000  # a bucket bigger than this (one huge key): the DataFrame hook
 BATCH_ROWS = 65_536          # rows a split task reads at a time
+# the split files are written once and read once, from the page cache: uncompressed
+# they are about 3x bigger (the transactions pass's narrow rows: 51 MB for 272,714 rows,
+# LZ4 17 MB) and the split and the read of a bucket cost 0.28 instead of 0.42 CPU s per
+# 272,714 rows (docs/BENCHMARK.md, "Twenty-third session")
+IPC_COMPRESSION = None
 SPLIT_SCHEMA = "task INT, rows BIGINT, batches STRING"
 RESOLVED_SCHEMA = "bucket INT, rows BIGINT"
 STREAM_SCHEMA = pa.schema([f for f in EVENT_SCHEMA if f.name != "seg_data"]
@@ -132,7 +137,7 @@ def split_file(spec: dict) -> tuple[int, dict]:
 
 
 class SplitWriter:
-    """An Arrow IPC file (LZ4) of ``schema``'s batches, each batch's rows grouped by bucket,
+    """An Arrow IPC file (``IPC_COMPRESSION``) of ``schema``'s batches, each batch's rows grouped by bucket,
     written under a hidden name and renamed when whole (``close``). ``where``: {bucket:
     [[batch index, rows], ...]}; ``rows``: the rows written."""
 
@@ -142,7 +147,7 @@ class SplitWriter:
         self.rows = self._index = 0
         self._sink = pa.OSFile(self.tmp, "wb")
         self._w = pa.ipc.new_file(self._sink, schema,
-                                  options=pa.ipc.IpcWriteOptions(compression="lz4"))
+                                  options=pa.ipc.IpcWriteOptions(compression=IPC_COMPRESSION))
 
     def write(self, batch: pa.RecordBatch, buckets) -> None:
         """``batch``'s rows, ``buckets``: numpy, one bucket per row."""

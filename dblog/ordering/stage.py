@@ -246,8 +246,10 @@ def segment_inputs(inputs: list[dict], manifest: dict, run_dir: Path | None,
                    formats) -> list[dict]:
     """Of the pass's ``inputs``, those that may hold a segment piece: a file of a source
     whose format is one of ``formats`` (a held file by its source, a decoded file by the
-    decode's record of its unit), and every other file (the hooks' output)."""
+    decode's record of its unit, a hook's output on files by its name,
+    ``part-<format>-...``), and every other file (a DataFrame hook's output)."""
     mine = {s["name"] for s in manifest["sources"] if s["format"] in formats}
+    others = {s["format"] for s in manifest["sources"]} - set(formats)
     units = None if run_dir is None else units_record(run_dir)
     by_file = {u["file"]: u["source"] for u in units or []}
     folder = None if run_dir is None else (Path(run_dir) / EVENTS_DIR).resolve()
@@ -257,6 +259,8 @@ def segment_inputs(inputs: list[dict], manifest: dict, run_dir: Path | None,
             source = x["source"]
         elif folder is not None and Path(x["path"]).parent == folder:
             source = by_file.get(Path(x["path"]).name)
+        elif any(Path(x["path"]).name.startswith(f"part-{f}-") for f in others):
+            continue
         else:
             source = None
         if source is None or source in mine:
