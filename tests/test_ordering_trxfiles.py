@@ -574,3 +574,62 @@ def test_the_pieces_buckets_on_files_equal_segment_buckets(spark, tmp_path):
     got_q = spark.read.schema(trxfiles.SIDE_DDL["quarantine"]).parquet(str(side / "quarantine"))
     assert want_q.count() > 30 and b.filter(F.col("bucket") == QUARANTINED).count() == want_q.count()
     same(got_q, want_q)
+
+
+@pytest.mark.spark
+def test_the_sequence_step_writes_the_transactions_the_spark_ranking_writes(spark, tmp_path):
+    """With the night's transactions to write, the ranking task writes only the numbered
+    transactions' sequence columns (from its sort keys) and each sequence task writes its
+    bucket's transactions: the same rows as Spark's ``with_commit_seq`` on the ranked
+    transactions, published ones numbered from each source's base, a bucket without
+    published changes included."""
+    import random
+
+    from pyspark.sql import functions as F
+
+    from dblog.ordering import sequence
+    from dblog.ordering.transactions import TRX_COUNTS_SCHEMA
+
+    rnd = random.Random(5)
+    rows = []
+    for i in range(1200):
+        status = rnd.choice(["committed", "committed", "rolled_back", "open"])
+        rows.append({"source": rnd.choice(["s1", "s2"]), "trx_id": f"t{i}", "format": "rdb",
+                     "status": status,
+                     "commit_position": f"{rnd.randrange(300):05d}" if status == "committed"
+                     else None,
+                     "commit_ts": None, "user": "u", "begin_position": None,
+                     "capture_off": False, "undone": [],
+                     "event_count": rnd.choice([0, 2]) if status == "committed" else 0})
+    pass_dir = tmp_path / "pass"
+    (pass_dir / trxfiles.TRX_PART).mkdir(parents=True)
+    (pass_dir / trxfiles.PUB_PART).mkdir(parents=True)
+    for b in range(3):
+        pq.write_table(pa.Table.from_pylist([r for i, r in enumerate(rows) if i % 3 == b],
+                                            schema=TRX_COUNTS_SCHEMA),
+                       pass_dir / trxfiles.TRX_PART / f"part-{b:05d}.parquet")
+    # bucket 1 publishes no change: its transactions are written all the same
+    for b in (0, 2):
+        pq.write_table(trxfiles.PUB_SCHEMA.empty_table(),
+                       pass_dir / trxfiles.PUB_PART / f"part-{b:05d}.parquet")
+    out = tmp_path / "transactions"
+    small = trxfiles.rank(spark, pass_dir, 3, tmp_path / "trx", out)
+    base = {"s1": 100, "s2": 0}
+    offsets = sequence.partition_offsets(
+        [(r["seq_part"], r["source"], r["n"], r["first_local"]) for r in small
+         if r["seq_part"] is not None], base)
+    trxfiles.sequence(spark, pass_dir, tmp_path / "trx", offsets, 3, tmp_path / "seq", out,
+                      "run1", "2026-11-01")
+    got = spark.read.parquet(str(out))
+    trx = spark.createDataFrame(rows, schema=spark.read.schema(trxfiles.TRX_COUNTS_DDL)
+                                .parquet(str(pass_dir / trxfiles.TRX_PART)).schema)
+    ranked = sequence.rank_in_partitions(trx.filter(sequence.numbered(trx)), 1).unionByName(
+        trx.filter(~sequence.numbered(trx)).withColumn("seq_part", F.lit(None).cast("int"))
+        .withColumn("seq_local", F.lit(None).cast("long")))
+    want = sequence.with_commit_seq(ranked, offsets).filter(F.col("status") != "open")
+    cols = ["source", "trx_id", "commit_seq", "status", "commit_position", "event_count"]
+    assert got.count() == want.count() == len([r for r in rows if r["status"] != "open"])
+    assert sorted(map(tuple, got.select(*cols).collect())) == \
+        sorted(map(tuple, want.select(*cols).collect()))
+    assert got.filter("source = 's1'").agg(F.min("commit_seq")).first()[0] == 101
+    assert {r["run_id"] for r in got.select("run_id").collect()} == {"run1"}

@@ -429,25 +429,24 @@ def event_rows(manifest: dict, run_dir: Path) -> int:
 
 
 def rank_transactions(spark, trx, work: Path, n_trx: int | None = None,
-                      n_buckets: int | None = None, transactions: Path | None = None,
-                      seq_base: dict | None = None, run_id: str = "", date: str = ""):
+                      n_buckets: int | None = None, transactions: Path | None = None):
     """``ordering/trx``: ``trx_counts`` with, for the transactions that get a ``commit_seq``,
     their range partition and index (``sequence``); ``n_trx``: the rows of ``trx`` (sizes the
     range partitions, ``sequence.rank_partitions``). ``n_buckets``: written by the
     transactions pass's bucket (``trxfiles.bucket_column``: ``_bucket=<b>``), and with one
-    range partition ranked in one Python task (``trxfiles.rank``), which also writes the
-    night's ``transactions`` (``transactions``: their folder; ``seq_base``, ``run_id``,
-    ``date``). Returns the ranked transactions read back, and the small table (rows per
-    range partition and source, ``trxfiles.rank_file``) when the Python task made it (and
-    the transactions; the ranked transactions are then None: their files hold the
-    numbered ones for the sequence step only), else None."""
+    range partition ranked in one Python task (``trxfiles.rank``); with ``transactions``
+    (their folder, made empty) the sequence step on files then writes the night's
+    transactions (``trxfiles.sequence``). Returns the ranked transactions read back, and the
+    small table (rows per range partition and source, ``trxfiles.rank_file``) when the
+    Python task made it (the ranked transactions are then None with ``transactions``:
+    their files hold the numbered ones for the sequence step only), else None."""
     from pyspark.sql import functions as F
 
     parts = None if n_trx is None else sequence.rank_partitions(n_trx)
     if n_buckets is not None and parts == 1:
         # one range partition: its sort in one Python task, with the small table
         small = trxfiles.rank(spark, work / "trx_counts", n_buckets, work / "trx",
-                              transactions, seq_base, run_id, date)
+                              transactions)
         if transactions is not None:    # (the ranked files hold what the sequence reads)
             return None, small
         return spark.read.schema(trxfiles.RANKED_DDL).parquet(str(work / "trx")), small
@@ -606,7 +605,7 @@ def order_stage(spark, manifest: dict, run_dir: Path) -> dict:
         source, their published changes, open transactions), then the outputs that need
         ``commit_seq`` or the open transactions' count."""
         trx, ranked = rank_transactions(spark, trx_counts, work, n_trx, n_buckets,
-                                        run_dir / TRANSACTIONS, seq_base, run_id, date)
+                                        run_dir / TRANSACTIONS)
         small.extend(ranked if ranked is not None else trx.groupBy("seq_part", "source").agg(
             F.count(F.lit(1)).alias("n"), F.min("seq_local").alias("first_local"),
             F.sum(F.when(F.col("seq_part").isNotNull(), F.col("event_count")).otherwise(0))
@@ -617,11 +616,13 @@ def order_stage(spark, manifest: dict, run_dir: Path) -> dict:
         offsets = sequence.partition_offsets(counts, seq_base)
         if n_buckets is not None:
             # the pass published the changes by bucket: only the commit_seq to add, then the
-            # rows taken from their files (and the transactions, unless the ranking in Python
-            # wrote them); no Spark plan of the changes is built
+            # rows taken from their files (and the transactions: by the sequence step after
+            # the ranking in Python, else in Spark); no Spark plan of the changes is built
             def changes_on_files() -> None:
+                # (and the night's transactions, when the Python ranking made their folder)
                 trxfiles.sequence(spark, work / "trx_counts", work / "trx", offsets, n_buckets,
-                                  work / SEQ)
+                                  work / SEQ, run_dir / TRANSACTIONS if ranked is not None
+                                  else None, run_id, date)
                 written.update(write_changes(spark, files, work / SEQ, run_dir / CHANGES,
                                              run_id, date))
 

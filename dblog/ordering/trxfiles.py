@@ -726,7 +726,7 @@ def bucket_column(n: int):
 
 
 RANKED_DDL = TRX_COUNTS_DDL + ", seq_part INT, seq_local LONG, _bucket INT"
-RANK_KEY_COLUMNS = ["source", "commit_position", "trx_id", "status", "event_count"]
+RANK_KEY_COLUMNS = ["source", "commit_position", "trx_id", "status", "event_count", "commit_ts"]
 RANK_SUMMARY = "_ranks.json"     # (``_``: not read as data by Spark)
 SEQUENCE_TRX_COLUMNS = [*KEYS, "seq_part", "seq_local", "commit_position", "commit_ts"]
 
@@ -739,12 +739,12 @@ def rank_file(spec: dict) -> int:
     ``sequence.SEQ_KEYS``, nulls first, as Spark's sort) or both null when it gets no
     ``commit_seq``, written as ``<out>/_bucket=<b>/part-00000.parquet``: the rows and the
     layout of ``stage.rank_transactions`` with one range partition (with ``transactions``:
-    the numbered ones only, ``SEQUENCE_TRX_COLUMNS``, what ``sequence_bucket`` reads; the
-    night's transactions are written by the task, ``_write_transactions``). Beside them
-    ``<out>/_ranks.json``: the small table the stage collected from them (per seq_part and
-    source: n, first_local, n_changes, n_open). Holds the sort keys of the night's
+    the numbered ones only, ``SEQUENCE_TRX_COLUMNS``, taken from the sort keys: what
+    ``sequence_bucket`` reads, which then also writes the bucket's transactions). Beside
+    them ``<out>/_ranks.json``: the small table the stage collected from them (per seq_part
+    and source: n, first_local, n_changes, n_open). Holds the sort keys of the night's
     transactions (at most ``RANK_ROWS_PER_TASK``, the rows of Spark's one partition) and
-    one bucket's transactions at a time. Returns the transactions written."""
+    one bucket's transactions at a time. Returns the transactions ranked."""
     import json
 
     import numpy as np
@@ -787,30 +787,33 @@ def rank_file(spec: dict) -> int:
         rows += [{"seq_part": None, "source": s, "n": n_, "first_local": None, "n_changes": 0,
                   "n_open": o} for s, n_, o in zip(
                       *(g.column(x).to_pylist() for x in ("source", "o_count", "o_sum")))]
-    # commit_seq = the source's base + its index among the source's numbered + 1
-    first = {r["source"]: r["first_local"] for r in rows if r["seq_part"] == 0}
-    bases = spec.get("seq_base") or {}
     start = 0
-    for (b, f), size, m in zip(files, sizes, numbered_masks):
-        table = pq.read_table(f, schema=TRX_COUNTS_SCHEMA)
+    for (b, f), size, m, key in zip(files, sizes, numbered_masks, keys):
         mask = m.to_numpy(zero_copy_only=False)
         k = int(mask.sum())
         seq_local = np.zeros(size, np.int64)
         seq_local[mask] = local[start:start + k]
         start += k
         numbered = pa.array(mask)
+        folder = os.path.join(spec["out"], f"{BUCKET}={b}")
+        os.makedirs(folder, exist_ok=True)
+        if spec.get("transactions"):
+            # the sequence step alone reads these: the numbered transactions, its columns
+            # (it also writes the bucket's transactions, ``_write_transactions``)
+            key = key.filter(numbered)
+            _write(pa.table({"source": key.column("source"), "trx_id": key.column("trx_id"),
+                             "seq_part": pa.repeat(pa.scalar(0, pa.int32()), k),
+                             "seq_local": pa.array(seq_local[mask]),
+                             "commit_position": key.column("commit_position"),
+                             "commit_ts": key.column("commit_ts")}),
+                   os.path.join(folder, "part-00000.parquet"))
+            continue
+        table = pq.read_table(f, schema=TRX_COUNTS_SCHEMA)
         table = table.append_column("seq_part", pc.if_else(
             numbered, pa.scalar(0, pa.int32()), pa.scalar(None, pa.int32()))) \
             .append_column("seq_local", pc.if_else(numbered, pa.array(seq_local),
                                                    pa.scalar(None, pa.int64())))
-        folder = os.path.join(spec["out"], f"{BUCKET}={b}")
-        os.makedirs(folder, exist_ok=True)
-        # with the night's transactions written here, the sequence step alone reads these:
-        # the numbered transactions, its columns
-        _write(table.filter(numbered).select(SEQUENCE_TRX_COLUMNS) if spec.get("transactions")
-               else table, os.path.join(folder, "part-00000.parquet"))
-        if spec.get("transactions"):
-            _write_transactions(table, numbered, seq_local, first, bases, spec, b)
+        _write(table, os.path.join(folder, "part-00000.parquet"))
     tmp = hidden_temp(os.path.join(spec["out"], RANK_SUMMARY))
     with open(tmp, "w") as fh:
         json.dump(rows, fh)
@@ -818,22 +821,17 @@ def rank_file(spec: dict) -> int:
     return int(sum(sizes))
 
 
-def _write_transactions(table: pa.Table, numbered: pa.Array, seq_local, first: dict,
-                        bases: dict, spec: dict, bucket: int) -> None:
-    """A bucket's ranked transactions -> the published ``transactions`` of the night: those
-    not open, with ``commit_seq`` (the numbered ones), as the stage's Spark write makes them
-    (``TRANSACTION_COLUMNS``; ``source`` and ``date`` in the folder names, ``commit_ts`` as
-    INT96), ``<transactions>/source=<S>/date=<D>/part-<bucket>.parquet``."""
+def _write_transactions(table: pa.Table, commit_seq: pa.Array, spec: dict,
+                        bucket: int) -> None:
+    """A bucket's transactions (``TRX_COUNTS_SCHEMA``) and their ``commit_seq`` (null but for
+    the numbered ones) -> the published ``transactions`` of the night: those not open, as
+    the stage's Spark write makes them (``TRANSACTION_COLUMNS``; ``source`` and ``date`` in
+    the folder names, ``commit_ts`` as INT96), ``<transactions>/source=<S>/date=<D>/
+    part-<bucket>.parquet``."""
     from .nightfiles import write_by_source
     from .schema import DICTIONARY_COLUMNS
 
     n = table.num_rows
-    # the offset of each row's source: per distinct source, then taken by the row's index
-    enc = table.column("source").combine_chunks().dictionary_encode()
-    per_source = np.array([int(bases.get(s, 0)) - int(first.get(s) or 0) + 1
-                           for s in enc.dictionary.to_pylist()] + [0], np.int64)
-    off = per_source[enc.indices.fill_null(len(enc.dictionary)).to_numpy(zero_copy_only=False)]
-    commit_seq = pc.if_else(numbered, pa.array(seq_local + off), pa.scalar(None, pa.int64()))
     out = pa.table({"trx_id": table.column("trx_id"), "commit_seq": commit_seq,
                     "status": table.column("status"),
                     "begin_position": table.column("begin_position"),
@@ -850,14 +848,14 @@ def _write_transactions(table: pa.Table, numbered: pa.Array, seq_local, first: d
                     use_dictionary=[c for c in out.column_names if c in DICTIONARY_COLUMNS])
 
 
-def rank(spark, pass_dir: Path, n: int, out_dir: Path, transactions: Path | None = None,
-         seq_base: dict | None = None, run_id: str = "", date: str = "") -> list[dict]:
+def rank(spark, pass_dir: Path, n: int, out_dir: Path,
+         transactions: Path | None = None) -> list[dict]:
     """``ordering/trx`` by the pass's bucket from its transactions (``pass_dir/_part=trx``)
     in one Python task (``rank_file``) instead of Spark's range sort and partitioned write,
     for a night whose numbered transactions fit one range partition; with
-    ``transactions``, also the night's published transactions there (``commit_seq`` from
-    ``seq_base``, the sources' sequences; ``run_id``, ``date``). ``out_dir`` and
-    ``transactions`` are replaced. Returns the small table (``rank_file``)."""
+    ``transactions``, the numbered ones only, for ``sequence``, which then writes the
+    night's transactions into that folder (made empty here). ``out_dir`` is replaced.
+    Returns the small table (``rank_file``)."""
     import json
     import shutil
 
@@ -869,9 +867,7 @@ def rank(spark, pass_dir: Path, n: int, out_dir: Path, transactions: Path | None
             shutil.rmtree(folder)
         Path(folder).mkdir(parents=True)
     spec = {"task": 0, "pass": str(Path(pass_dir) / TRX_PART), "n": int(n), "out": str(out_dir),
-            "transactions": None if transactions is None else str(Path(transactions).resolve()),
-            "seq_base": {k: int(v) for k, v in (seq_base or {}).items()},
-            "run_id": run_id, "date": date}
+            "transactions": transactions is not None}
     filehook.run_tasks(spark, f"sequence: rank the transactions of {n} buckets", [spec], "task",
                        rank_file)
     return json.loads((out_dir / RANK_SUMMARY).read_text())
@@ -887,9 +883,16 @@ def sequence_bucket(spec: dict) -> int:
     folder) -> each change's ``commit_seq`` (offset of its transaction's range partition
     and source + its index there + 1), ``commit_position`` and ``commit_ts``, written as
     ``<seq>/_fid=<file>/part-<bucket>.parquet`` (``wide``). Returns the rows written;
-    raises when a change finds no numbered transaction (nothing may be lost)."""
+    raises when a change finds no numbered transaction (nothing may be lost). With
+    ``transactions`` (the ranking in Python: ``rank_file``), also the bucket's transactions
+    (``pass``: its ``trx_counts`` file) with their ``commit_seq`` there
+    (``_write_transactions``; ``run_id``, ``date``)."""
     import pyarrow.parquet as pq
 
+    if spec.get("transactions"):
+        _sequence_transactions(spec)
+    if not os.path.exists(spec["pub"]):
+        return 0
     pub = pq.read_table(spec["pub"], schema=PUB_SCHEMA)
     if pub.num_rows == 0:
         return 0
@@ -922,11 +925,43 @@ def sequence_bucket(spec: dict) -> int:
     return rows.num_rows
 
 
-def sequence(spark, pass_dir: Path, trx_dir: Path, offsets: list, n: int, seq_dir: Path) -> int:
+def _sequence_transactions(spec: dict) -> None:
+    """``sequence_bucket``'s transactions: the bucket's ``trx_counts`` rows, the numbered
+    ones (``rank_file``'s mask) with ``commit_seq`` = the offset of their source (one range
+    partition) + ``seq_local`` + 1, as the changes get it."""
+    import pyarrow.parquet as pq
+
+    path = os.path.join(spec["pass"], f"part-{int(spec['bucket']):05d}.parquet")
+    if not os.path.exists(path):
+        return
+    table = pq.read_table(path, schema=TRX_COUNTS_SCHEMA)
+    mask = pc.fill_null(pc.and_(pc.equal(table.column("status"), "committed"), pc.greater(
+        pc.coalesce(table.column("event_count"), 0), 0)), False).to_numpy(zero_copy_only=False)
+    ranked = [pq.read_table(f, columns=["seq_local"]) for f in filehook.parquet_files(spec["trx"])]
+    local = np.concatenate([t.column("seq_local").to_numpy() for t in ranked]) if ranked \
+        else np.zeros(0, np.int64)
+    if len(local) != int(mask.sum()):
+        raise RuntimeError(f"ordering: bucket {spec['bucket']} has {int(mask.sum())} numbered "
+                           f"transactions, the ranking {len(local)}")
+    offset = {(o[0], o[1]): int(o[2]) for o in spec["offsets"]}
+    enc = table.column("source").combine_chunks().dictionary_encode()
+    per_source = np.array([offset.get((0, s), 0) + 1 for s in enc.dictionary.to_pylist()] + [0],
+                          np.int64)
+    off = per_source[enc.indices.fill_null(len(enc.dictionary)).to_numpy(zero_copy_only=False)]
+    seq = np.zeros(table.num_rows, np.int64)
+    seq[mask] = local + off[mask]
+    _write_transactions(table, pc.if_else(pa.array(mask), pa.array(seq),
+                                          pa.scalar(None, pa.int64())), spec, int(spec["bucket"]))
+
+
+def sequence(spark, pass_dir: Path, trx_dir: Path, offsets: list, n: int, seq_dir: Path,
+             transactions: Path | None = None, run_id: str = "", date: str = "") -> int:
     """The ``seq`` rows (``wide``) from the pass's published changes (``pass_dir/_part=pub``)
     and the ranked transactions written by bucket (``trx_dir/_bucket=<b>``): one Python task
-    per bucket (``sequence_bucket``), in place of the join and the ``event_seq`` window.
-    ``seq_dir`` is replaced. Returns the rows written."""
+    per bucket (``sequence_bucket``), in place of the join and the ``event_seq`` window;
+    with ``transactions`` (the ranking in Python, ``rank``, which made that folder), also
+    the night's transactions there (``run_id``, ``date``). ``seq_dir`` is replaced. Returns
+    the rows written."""
     import shutil
 
     seq_dir = Path(seq_dir)
@@ -934,10 +969,15 @@ def sequence(spark, pass_dir: Path, trx_dir: Path, offsets: list, n: int, seq_di
         shutil.rmtree(seq_dir)
     seq_dir.mkdir(parents=True)
     pub = Path(pass_dir) / PUB_PART
+    trx = Path(pass_dir) / TRX_PART
+    extra = {} if transactions is None else {
+        "transactions": str(Path(transactions).resolve()), "pass": str(trx),
+        "run_id": run_id, "date": date}
     specs = [{"bucket": b, "pub": str(pub / f"part-{b:05d}.parquet"),
               "trx": str(Path(trx_dir) / f"{BUCKET}={b}"),
-              "offsets": [list(o) for o in offsets], "seq": str(seq_dir)}
-             for b in range(n) if (pub / f"part-{b:05d}.parquet").exists()]
+              "offsets": [list(o) for o in offsets], "seq": str(seq_dir), **extra}
+             for b in range(n) if (pub / f"part-{b:05d}.parquet").exists()
+             or (transactions is not None and (trx / f"part-{b:05d}.parquet").exists())]
     if not specs:
         return 0
     return filehook.run_tasks(spark, f"sequence: {len(specs)} buckets", specs, "bucket",
