@@ -29,7 +29,6 @@ import json
 import logging
 import os
 import shutil
-import threading
 from pathlib import Path
 
 from decoders.events import EVENT_COLUMNS
@@ -600,26 +599,13 @@ def order_stage(spark, manifest: dict, run_dir: Path) -> dict:
 
     small: list = []
     written: dict = {}
-    # the ranking in one Python task is the only task of the commit_seq chain until it ends:
-    # the held state (many tasks) waits for it, else its tasks took both cores first and the
-    # ranking waited behind them (1.4 s of a 1M Log Master night)
-    rank_done = threading.Event()
-    one_rank_task = n_buckets is not None and sequence.rank_partitions(n_trx) == 1
-
-    def held_state() -> None:
-        if one_rank_task:
-            rank_done.wait()
-        trxfiles.hold(spark, work / "trx_counts", inputs, state_dir / HELD_DIR)
 
     def sequenced() -> None:
         """The commit_seq chain: rank, the one collect (rows per range partition and
         source, their published changes, open transactions), then the outputs that need
         ``commit_seq`` or the open transactions' count."""
-        try:
-            trx, ranked = rank_transactions(spark, trx_counts, work, n_trx, n_buckets,
-                                            run_dir / TRANSACTIONS)
-        finally:
-            rank_done.set()
+        trx, ranked = rank_transactions(spark, trx_counts, work, n_trx, n_buckets,
+                                        run_dir / TRANSACTIONS)
         small.extend(ranked if ranked is not None else trx.groupBy("seq_part", "source").agg(
             F.count(F.lit(1)).alias("n"), F.min("seq_local").alias("first_local"),
             F.sum(F.when(F.col("seq_part").isNotNull(), F.col("event_count")).otherwise(0))
@@ -637,8 +623,12 @@ def order_stage(spark, manifest: dict, run_dir: Path) -> dict:
                 trxfiles.sequence(spark, work / "trx_counts", work / "trx", offsets, n_buckets,
                                   work / SEQ, run_dir / TRANSACTIONS if ranked is not None
                                   else None, run_id, date)
-                written.update(write_changes(spark, files, work / SEQ, run_dir / CHANGES,
-                                             run_id, date))
+                # the held rows of the open transactions (the pass named them) from the
+                # same reads of their files' row groups as the published rows
+                _fresh(state_dir / HELD_DIR)
+                written.update(write_changes(
+                    spark, files, work / SEQ, run_dir / CHANGES, run_id, date,
+                    held=trxfiles.held_specs(work / "trx_counts", inputs, state_dir / HELD_DIR)))
 
             run_concurrently([changes_on_files, *([] if ranked is not None else [_deferred(
                 sequence.with_commit_seq(trx, offsets).filter(F.col("status") != "open")
@@ -680,8 +670,6 @@ def order_stage(spark, manifest: dict, run_dir: Path) -> dict:
 
     run_concurrently([
         sequenced,
-        # the pass on files named the held rows: taken from their files after the ranking
-        *([] if n_buckets is None else [held_state]),
         audit_and_quarantine,
         # (no carry row decoded tonight, as the decode counted them: an empty folder)
         (lambda: _fresh(state_dir / CARRY_DIR)) if carry_count(run_dir) == 0 else

@@ -23,9 +23,10 @@ reassembly wrote them, the same pass runs in two Spark jobs of Python tasks
 The split tasks also take what the audit and the quarantine need of the rows they read
 (``Side``), the summarise tasks bucket the segment pieces routed to them by the reassembly
 (``_piece_buckets``), and after the pass one Python task ranks the transactions of a night
-that fits one range partition and writes the night's transactions (``rank_file``); the
-sequence and the held state then take the published and the held rows from their files
-(``sequence_bucket``, ``hold_file``).
+that fits one range partition (``rank_file``); the sequence tasks then write each bucket's
+changes' ``commit_seq`` and its transactions (``sequence_bucket``), and the tasks that take
+the published rows from their files take the held rows in the same reads (``HeldRows``,
+``wide.write_file_changes``).
 
 The Spark pass (``transaction_counts``) stays the contract and runs when a row was marked
 as a repeated position, without the decode's record of its units, when a DataFrame hook
@@ -624,81 +625,84 @@ def run(spark, inputs: list[dict], out_dir: Path, work: Path, rows: int,
 
 # ----------------------------------------------------------------- held state
 
-def hold_file(spec: dict) -> int:
-    """Held-state task: ``spec`` (fid, path, source: the file's source when it has no such
-    column, ids: the folder of its held rows' indexes, out) -> those rows of the file, every
-    event column, written as ``<out>/source=<S>/part-<fid>.parquet`` (as Spark writes the
-    held state: no ``source`` column). Returns the rows written; raises when an index is
-    repeated or past the file's rows."""
-    import numpy as np
-    import pyarrow.parquet as pq
+class HeldRows:
+    """The held rows of one file (``spec``: fid, path, source: the file's source when it has
+    no such column, ids: the folder of its held rows' indexes, out), every event column,
+    taken a row group at a time (``take``) and written as
+    ``<out>/source=<S>/part-<fid>.parquet`` (as Spark writes the held state: no ``source``
+    column, timestamps as INT96) by ``finish``; ``abort`` removes what is half written.
+    ``names``: the file's columns. Raises when an index is repeated."""
 
-    from decoders.events import EVENT_COLUMNS
+    def __init__(self, spec: dict, names: list[str]) -> None:
+        import pyarrow.parquet as pq
 
-    from ..mirror import escape_path_name
+        from decoders.events import EVENT_COLUMNS
 
-    ids = pa.concat_tables([pq.read_table(f) for f in filehook.parquet_files(spec["ids"])])
-    rows = np.sort(ids.column(ROW).to_numpy())
-    if len(rows) > 1 and np.any(np.diff(rows) <= 0):
-        raise RuntimeError(f"ordering: a held row of {spec['path']} is named twice")
-    schema = pa.schema([f for f in EVENT_SCHEMA if f.name != "source"])
-    pf = pq.ParquetFile(spec["path"])
-    names = pf.schema_arrow.names
-    cols = [c for c in EVENT_COLUMNS if c in names]
-    writers: dict[str, tuple] = {}
-    total = 0
-    try:
-        start = done = 0
-        for rg in range(pf.num_row_groups):
-            n = pf.metadata.row_group(rg).num_rows
-            hi = int(np.searchsorted(rows, start + n))
-            if hi > done:
-                taken = pf.read_row_group(rg, columns=cols).take(pa.array(rows[done:hi] - start))
-                k = taken.num_rows
-                sources = taken.column("source") if "source" in names else \
-                    pa.chunked_array([pa.repeat(pa.scalar(spec["source"], pa.string()), k)])
-                out = pa.table([taken.column(f.name).cast(f.type) if f.name in names
-                                else pa.nulls(k, f.type) for f in schema], schema=schema)
-                for src in pc.unique(sources).to_pylist():
-                    part = out.filter(pc.equal(sources, src))
-                    got = writers.get(src)
-                    if got is None:
-                        folder = os.path.join(spec["out"], f"source={escape_path_name(src)}")
-                        os.makedirs(folder, exist_ok=True)
-                        final_path = os.path.join(folder, f"part-{int(spec['fid']):05d}.parquet")
-                        tmp = hidden_temp(final_path)
-                        # (timestamps as INT96, as Spark writes the held state)
-                        got = writers[src] = (pq.ParquetWriter(
-                            tmp, schema, compression="snappy",
-                            use_deprecated_int96_timestamps=True), tmp, final_path)
-                    got[0].write_table(part)
-                    total += part.num_rows
-                done = hi
-            start += n
-        if done != len(rows):
-            raise RuntimeError(f"ordering: {len(rows) - done} held rows of {spec['path']} lie "
-                               f"past its {start} rows")
-        for writer, tmp, final_path in writers.values():
+        ids = pa.concat_tables([pq.read_table(f) for f in filehook.parquet_files(spec["ids"])])
+        self.rows = np.sort(ids.column(ROW).to_numpy())
+        if len(self.rows) > 1 and np.any(np.diff(self.rows) <= 0):
+            raise RuntimeError(f"ordering: a held row of {spec['path']} is named twice")
+        self.spec, self.names = spec, names
+        self.cols = [c for c in EVENT_COLUMNS if c in names]
+        self.schema = pa.schema([f for f in EVENT_SCHEMA if f.name != "source"])
+        self.writers: dict[str, tuple] = {}
+        self.done = self.total = 0
+
+    def upto(self, end: int) -> int:
+        """The index in ``rows`` of the first held row at or past file row ``end``."""
+        return int(np.searchsorted(self.rows, end))
+
+    def take(self, table: pa.Table, start: int, hi: int) -> None:
+        """The held rows ``rows[done:hi]`` from ``table``, the file's rows from ``start`` (a
+        row group, with ``cols`` among its columns)."""
+        import pyarrow.parquet as pq
+
+        from ..mirror import escape_path_name
+
+        if hi <= self.done:
+            return
+        taken = table.take(pa.array(self.rows[self.done:hi] - start))
+        self.done = hi
+        k = taken.num_rows
+        sources = taken.column("source") if "source" in self.names else \
+            pa.chunked_array([pa.repeat(pa.scalar(self.spec["source"], pa.string()), k)])
+        out = pa.table([taken.column(f.name).cast(f.type) if f.name in self.names
+                        else pa.nulls(k, f.type) for f in self.schema], schema=self.schema)
+        for src in pc.unique(sources).to_pylist():
+            part = out.filter(pc.equal(sources, src))
+            got = self.writers.get(src)
+            if got is None:
+                folder = os.path.join(self.spec["out"], f"source={escape_path_name(src)}")
+                os.makedirs(folder, exist_ok=True)
+                final_path = os.path.join(folder, f"part-{int(self.spec['fid']):05d}.parquet")
+                tmp = hidden_temp(final_path)
+                got = self.writers[src] = (pq.ParquetWriter(
+                    tmp, self.schema, compression="snappy",
+                    use_deprecated_int96_timestamps=True), tmp, final_path)
+            got[0].write_table(part)
+            self.total += part.num_rows
+
+    def finish(self, n_rows: int) -> int:
+        """Checks that every held row was taken (the file has ``n_rows``), renames the
+        files; returns the rows written."""
+        if self.done != len(self.rows):
+            raise RuntimeError(f"ordering: {len(self.rows) - self.done} held rows of "
+                               f"{self.spec['path']} lie past its {n_rows} rows")
+        for writer, tmp, final_path in self.writers.values():
             writer.close()
             os.replace(tmp, final_path)
-    finally:
-        for writer, tmp, _ in writers.values():
+        self.writers = {}
+        return self.total
+
+    def abort(self) -> None:
+        for writer, tmp, _ in self.writers.values():
             if os.path.exists(tmp):
                 writer.close()
                 os.unlink(tmp)
-    return total
 
 
-def hold(spark, pass_dir: Path, inputs: list[dict], out_dir: Path) -> int:
-    """The held state (``state.held_rows``) from the pass's held rows (``_part=held``, by
-    file): one Python task per file holding some (``hold_file``) takes them from it.
-    ``out_dir`` is replaced. Returns the rows written."""
-    import shutil
-
-    out_dir = Path(out_dir)
-    if out_dir.exists():
-        shutil.rmtree(out_dir)
-    out_dir.mkdir(parents=True)
+def held_specs(pass_dir: Path, inputs: list[dict], out_dir: Path) -> list[dict]:
+    """The ``HeldRows`` specs of the files holding held rows (the pass's ``_part=held``)."""
     by_fid = {int(x["fid"]): x for x in inputs}
     specs = []
     for d in sorted((Path(pass_dir) / HELD_PART).glob(f"{FID}=*")):
@@ -706,11 +710,7 @@ def hold(spark, pass_dir: Path, inputs: list[dict], out_dir: Path) -> int:
         x = by_fid[fid]
         specs.append({"fid": fid, "path": x["path"], "source": x.get("source"), "ids": str(d),
                       "out": str(out_dir)})
-    if not specs:
-        return 0
-    specs.sort(key=lambda x: -os.path.getsize(x["path"]))
-    return filehook.run_tasks(spark, f"held state: rows taken from {len(specs)} files", specs,
-                              "fid", hold_file)
+    return specs
 
 
 # ----------------------------------------------------------------- sequence
@@ -985,6 +985,6 @@ def sequence(spark, pass_dir: Path, trx_dir: Path, offsets: list, n: int, seq_di
 
 
 __all__ = ["BUCKETS_SCHEMA", "POS_SCHEMA", "RepeatedPositions", "SPLIT_SCHEMA", "bucket_column",
-           "buckets_of", "hold", "hold_file", "position_buckets", "position_keys", "published",
+           "buckets_of", "HeldRows", "held_specs", "position_buckets", "position_keys", "published",
            "rank", "rank_file", "repeated_keys", "run", "sequence", "sequence_bucket",
            "split_file", "summarize_bucket", "tail_hash"]

@@ -109,13 +109,13 @@ def _out_table(taken: pa.Table, seq: pa.Table, run_id: str) -> pa.Table:
     return pa.Table.from_arrays([cols[name].cast(t) for name, t in OUT_FIELDS], schema=OUT_SCHEMA)
 
 
-def _seq_rows(seq_dir: str) -> pa.Table:
-    """The ``seq`` rows of one file, by row index."""
+def _seq_rows(seq_dir: str | None) -> pa.Table:
+    """The ``seq`` rows of one file, by row index (none without a folder)."""
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     files = sorted(os.path.join(seq_dir, f) for f in os.listdir(seq_dir)
-                   if not f.startswith((".", "_")))
+                   if not f.startswith((".", "_"))) if seq_dir is not None else []
     seq = pa.concat_tables([pq.read_table(f, columns=SEQ_COLUMNS) for f in files]) if files else None
     if seq is None or seq.num_rows == 0:
         return pa.table({c: pa.array([], t) for c, t in
@@ -124,14 +124,18 @@ def _seq_rows(seq_dir: str) -> pa.Table:
     return seq.take(pc.sort_indices(seq, [(ROW, "ascending")]))
 
 
-def write_file_changes(fid: int, path: str, seq_dir: str, out_dir: str, run_id: str,
-                       date: str) -> dict[str, int]:
+def write_file_changes(fid: int, path: str, seq_dir: str | None, out_dir: str, run_id: str,
+                       date: str, held: dict | None = None) -> dict[str, int]:
     """The published rows of one file -> ``<out_dir>/source=<S>/date=<date>/part-<fid>.zstd.parquet``
     (one per source among them). Returns {source: rows written}. Raises when a ``seq`` row
     names a row the file does not have, or a row twice (the narrow plan and the file
-    disagree: nothing may be lost or doubled)."""
+    disagree: nothing may be lost or doubled). With ``held`` (``trxfiles.HeldRows``'s spec),
+    the file's held rows too, from the same reads of its row groups (the wide columns of
+    a row group decoded once for both); ``seq_dir`` None: the file publishes no row."""
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
+
+    from .trxfiles import HeldRows
 
     seq = _seq_rows(seq_dir)
     rows = seq.column(ROW).to_numpy()
@@ -156,14 +160,25 @@ def write_file_changes(fid: int, path: str, seq_dir: str, out_dir: str, run_id: 
         got[0].write_table(table)
         counts[source] = counts.get(source, 0) + table.num_rows
 
+    kept = None
     try:
         pf = pq.ParquetFile(path)
+        if held is not None:
+            kept = HeldRows(held, pf.schema_arrow.names)
+            both = list(dict.fromkeys([*FROM_FILE, *kept.cols]))
         start = done = 0
         for rg in range(pf.num_row_groups):
             n = pf.metadata.row_group(rg).num_rows
             hi = int(np.searchsorted(rows, start + n))
+            held_hi = kept.upto(start + n) if kept is not None else 0
+            group = None
+            if kept is not None and held_hi > kept.done:
+                group = pf.read_row_group(rg, columns=both)
+                kept.take(group, start, held_hi)
             if hi > done:
-                taken = pf.read_row_group(rg, columns=FROM_FILE).take(pa.array(rows[done:hi] - start))
+                if group is None:
+                    group = pf.read_row_group(rg, columns=FROM_FILE)
+                taken = group.take(pa.array(rows[done:hi] - start))
                 part = seq.slice(done, hi - done)
                 out = _out_table(taken, part, run_id)
                 sources = part.column("source")
@@ -178,10 +193,14 @@ def write_file_changes(fid: int, path: str, seq_dir: str, out_dir: str, run_id: 
         if done != len(rows):
             raise RuntimeError(f"ordering: {len(rows) - done} published rows of {path} lie past "
                                f"its {start} rows")
+        if kept is not None:
+            kept.finish(start)
         for writer, tmp, final in writers.values():
             writer.close()
             os.replace(tmp, final)
     finally:
+        if kept is not None:
+            kept.abort()
         for writer, tmp, _ in writers.values():
             if os.path.exists(tmp):
                 writer.close()
@@ -195,7 +214,8 @@ def _write_partition(out_dir: str, run_id: str, date: str):
             for uid, payload in zip(batch.column("unit_id").to_pylist(),
                                     batch.column("payload").to_pylist()):
                 unit = json.loads(payload)
-                counts = write_file_changes(uid, unit["path"], unit["seq"], out_dir, run_id, date)
+                counts = write_file_changes(uid, unit["path"], unit["seq"], out_dir, run_id, date,
+                                            unit.get("held"))
                 yield pa.record_batch([pa.array([uid] * len(counts), pa.int32()),
                                        pa.array(list(counts), pa.string()),
                                        pa.array(list(counts.values()), pa.int64())],
@@ -204,9 +224,12 @@ def _write_partition(out_dir: str, run_id: str, date: str):
 
 
 def write_changes(spark, files: SourceFiles, seq_dir: Path, out_dir: Path, run_id: str,
-                  date: str) -> dict[str, int]:
+                  date: str, held: list[dict] | None = None) -> dict[str, int]:
     """``changes`` from the ``seq`` rows (``seq_dir``, partitioned by ``_fid``) and the files
-    they name: one task per file, the biggest first. Returns {source: rows written}."""
+    they name: one task per file, the biggest first. Returns {source: rows written}. With
+    ``held`` (``trxfiles.held_specs``: the held rows of each file that has some), the same
+    tasks also write the held state (their folder already made), a file holding held rows
+    but no published one getting a task of its own."""
     from ..decode import units_frame
 
     seq_dir, out_dir = Path(seq_dir), Path(out_dir)
@@ -221,10 +244,14 @@ def write_changes(spark, files: SourceFiles, seq_dir: Path, out_dir: Path, run_i
                                f"({d}); nothing may be lost")
         fid = int(value)
         units.append((fid, files.paths[fid], str(d)))
+    published = {u[0] for u in units}
+    held_by = {int(h["fid"]): h for h in held or []}
+    units += [(fid, h["path"], None) for fid, h in held_by.items() if fid not in published]
     if not units:
         return {}
     units.sort(key=lambda u: -os.path.getsize(u[1]))
-    df = units_frame(spark, [(fid, json.dumps({"path": path, "seq": seq}))
+    df = units_frame(spark, [(fid, json.dumps({"path": path, "seq": seq,
+                                               "held": held_by.get(fid)}))
                              for fid, path, seq in units])
     sc = spark.sparkContext
     sc.setJobDescription("write changes (rows taken from their files)")
@@ -232,7 +259,7 @@ def write_changes(spark, files: SourceFiles, seq_dir: Path, out_dir: Path, run_i
         written = df.mapInArrow(_write_partition(str(out_dir), run_id, date), WRITTEN_SCHEMA).collect()
     finally:
         sc.setJobDescription(None)
-    missing = sorted({u[0] for u in units} - {r["fid"] for r in written})
+    missing = sorted(published - {r["fid"] for r in written})
     if missing:     # a file with seq rows writes at least one row
         raise RuntimeError(f"ordering: the published rows of files {missing[:10]} were not written")
     counts: dict[str, int] = {}
