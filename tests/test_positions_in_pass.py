@@ -33,6 +33,8 @@ def test_a_positions_hash_depends_on_its_value_only():
     assert h[2] == h[6]
     assert len({int(x) for i, x in enumerate(h[:len(values)]) if i != 6}) == len(values) - 1
     assert len(trxfiles.tail_hash(pa.array([], pa.string()))) == 0
+    # the same values as large strings (64-bit offsets) hash the same
+    assert (trxfiles.tail_hash(arr.cast(pa.large_string())) == h).all()
 
 
 @pytest.mark.parametrize("positions", [

@@ -305,7 +305,9 @@ def tail_hash(values) -> np.ndarray:
     if n == 0:
         return np.zeros(0, np.uint64)
     arr = pc.fill_null(arr, "") if arr.null_count else arr
-    offs = np.frombuffer(arr.buffers()[1], np.int32)[arr.offset:arr.offset + n + 1]
+    wide = pa.types.is_large_string(arr.type) or pa.types.is_large_binary(arr.type)
+    offs = np.frombuffer(arr.buffers()[1], np.int64 if wide else np.int32)[
+        arr.offset:arr.offset + n + 1]
     start, end = offs[:-1], offs[1:]
     data = arr.buffers()[2]
     if data is None or end[-1] == start[0]:
