@@ -633,3 +633,48 @@ def test_the_sequence_step_writes_the_transactions_the_spark_ranking_writes(spar
         sorted(map(tuple, want.select(*cols).collect()))
     assert got.filter("source = 's1'").agg(F.min("commit_seq")).first()[0] == 101
     assert {r["run_id"] for r in got.select("run_id").collect()} == {"run1"}
+
+
+@pytest.mark.spark
+def test_pieces_routed_to_a_bucket_without_rows_are_still_bucketed(spark, tmp_path):
+    """A segment piece whose transaction has no row tonight is routed to that transaction's
+    bucket, which then holds no row of the pass: its summarise task runs all the same and
+    the piece is counted (quarantined: no transaction to follow) and quarantined, not
+    lost."""
+    from decoders.events import EVENT_SCHEMA
+
+    n = 2
+    rows_file = tmp_path / "events.parquet"
+    base = {"source": "s1", "format": "lldf", "archive_file": "a.dat", "n_records": 1,
+            "n_bytes": 10, "trx_id": "T1"}
+    pq.write_table(pa.Table.from_pylist([
+        {**base, "record_offset": 0, "record_index": 0, "kind": "begin", "position": "01"},
+        {**base, "record_offset": 10, "record_index": 1, "kind": "change", "position": "02"},
+        {**base, "record_offset": 20, "record_index": 2, "kind": "commit", "position": "03",
+         "trx_end": "commit", "commit_position": "03"}], schema=EVENT_SCHEMA), rows_file)
+    bucket = lambda t: int(trxfiles.buckets_of(pa.record_batch(  # noqa: E731
+        [pa.array(["s1"]), pa.array([t])], names=["source", "trx_id"]), n)[0])
+    other = next(t for t in (f"T{i}" for i in range(2, 50)) if bucket(t) != bucket("T1"))
+    piece = {"source": "s1", "seg_key": "k1", "trx_id": other, "kind": "segment",
+             "format": "lldf", "archive_file": "a.dat", "record_offset": 30, "seg_num": 1,
+             "seg_total": 2, "n_records": 1, "n_bytes": 7, "seg_data": b"\x01\x02",
+             "from_state": False}
+    routed = tmp_path / "routed"
+    routed.mkdir()
+    (routed / segfiles.PIECES_BUCKETS).write_text(str(n))
+    segfiles.write_pieces(pa.Table.from_pylist([piece], schema=segfiles.PIECE_SCHEMA), [],
+                          {"pieces_out": str(routed), "trx_buckets": n, "bucket": 0})
+    assert (routed / f"_b={bucket(other)}").is_dir()
+    out, side = tmp_path / "pass", tmp_path / "side"
+    # (about 200,000 rows: two buckets on two cores)
+    got_n, _ = trxfiles.run(spark, [{"path": str(rows_file), "role": "rows", "source": None,
+                                     "from_state": False, "fid": 0}],
+                            out, tmp_path, 200_000, side, routed)
+    assert got_n == n
+    audit = pa.concat_tables([pq.read_table(f) for f in filehook.parquet_files(
+        out / trxfiles.AUDIT_PART)]).to_pylist()
+    assert {(r["bucket"], r["n_records"], r["n_bytes"]) for r in audit
+            if r["archive_file"] == "a.dat" and r["n_bytes"] == 7} == {("quarantined", 1, 7)}
+    q = pa.concat_tables([pq.read_table(f) for f in filehook.parquet_files(
+        side / "quarantine")]).to_pylist()
+    assert [(r["record_offset"], r["error_class"]) for r in q] == [(30, "incomplete_segments")]

@@ -294,7 +294,7 @@ def run_tasks(spark, label: str, specs: list[dict], key: str, work) -> int:
 
 
 def split_then_run(spark, label: str, specs: list[dict], split, tmp: Path, n: int, work,
-                   bucket_spec, too_big: str, verb: str) -> int:
+                   bucket_spec, too_big: str, verb: str, also: set | frozenset = frozenset()) -> int:
     """Two Spark jobs of Python tasks: ``split(spec)`` for each of ``specs`` (each gets
     ``task`` and ``out``, the folder ``tmp`` of the IPC files; ``write_split``), then
     ``work(bucket_spec(bucket, parts, extra))`` for each of the ``n`` buckets with rows, the
@@ -302,7 +302,8 @@ def split_then_run(spark, label: str, specs: list[dict], split, tmp: Path, n: in
     buckets``). Returns the rows the bucket tasks report. A split may also write extra
     streams of its own, ``<task>.<stream>.arrow``, and return their batches by bucket as a
     third value ({stream: {bucket: [[batch, rows], ...]}}): ``extra`` is then {stream: the
-    bucket's parts} (a bucket with rows in a stream only has a task too).
+    bucket's parts} (a bucket with rows in a stream only has a task too, as has each bucket
+    of ``also``).
     Raises ``TooBig`` (``too_big`` says why) before the second job when a bucket holds more
     than ``MAX_BUCKET_ROWS`` rows. ``tmp`` is removed afterwards."""
     if tmp.exists():
@@ -334,7 +335,8 @@ def split_then_run(spark, label: str, specs: list[dict], split, tmp: Path, n: in
             raise TooBig(f"{label}: a bucket of {max(sizes)} rows (more than "
                          f"{MAX_BUCKET_ROWS}): {too_big}")
         jobs = [bucket_spec(b, parts[b], extra[b])
-                for b in sorted(range(n), key=lambda b: -sizes[b]) if sizes[b] or extra_sizes[b]]
+                for b in sorted(range(n), key=lambda b: -sizes[b])
+                if sizes[b] or extra_sizes[b] or b in also]
         if not jobs:
             return 0
         return run_tasks(spark, f"{label}: {verb} {len(jobs)} buckets", jobs, "bucket", work)

@@ -543,8 +543,7 @@ def summarize_bucket(spec: dict) -> int:
             with open(os.path.join(spec["out"], REPEATS, name[:-len(".parquet")] + ".json"),
                       "w") as fh:
                 json.dump({"keys": found.num_rows, "first": found.slice(0, 1).to_pylist()[0]}, fh)
-    if not spec["parts"]:           # (a bucket of the search's keys only)
-        return 0
+    # (a bucket of the search's keys or of routed segment pieces only has no rows)
     rows = filehook.read_bucket(spec["parts"], SPLIT_SCHEMA)
     rows = rows.append_column("_seen", pa.repeat(pa.scalar(False), rows.num_rows))
     trx = final(partial(rows), whole=True).cast(TRX_COUNTS_SCHEMA)
@@ -607,12 +606,15 @@ def run(spark, inputs: list[dict], out_dir: Path, work: Path, rows: int,
         extra["pieces"] = str(Path(pieces).resolve())
     if check:
         extra["check_sources"] = sorted(check)
+    # (a bucket that the reassembly routed pieces to gets its task without rows too: the
+    # pieces of a transaction with no row tonight are bucketed all the same)
+    routed = {b for b in range(n) if pieces is not None and (Path(pieces) / f"_b={b}").is_dir()}
     done = filehook.split_then_run(
         spark, "transactions", [{**x, "buckets": n, **extra} for x in inputs], split_file,
         Path(work) / "buckets-trx", n, summarize_bucket,
         lambda b, parts, more: {"bucket": b, "parts": parts, "out": str(out_dir),
                                 "extra": more, **extra},
-        "one transaction has too many rows to summarise in memory", "summarise")
+        "one transaction has too many rows to summarise in memory", "summarise", also=routed)
     found = sorted((out_dir / REPEATS).glob("*.json")) if check else []
     if found:
         import json
