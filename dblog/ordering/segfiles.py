@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import zlib
 from pathlib import Path
 
 import numpy as np
@@ -31,18 +30,12 @@ from decoders.events import EVENT_SCHEMA
 
 from . import filehook
 from .segments import GROUP_SCHEMA, HEADER, _decode_groups
+from .trxfiles import _crc
 
 _TYPES = {f.name: f.type for f in EVENT_SCHEMA}
 PIECE_SCHEMA = pa.schema([(c, _TYPES[c]) for c in HEADER] + [("seg_data", pa.binary()),
                                                                ("from_state", pa.bool_())])
 KEYS = ["source", "seg_key"]
-
-
-def _crc(values) -> np.ndarray:
-    enc = values.dictionary_encode()
-    table = np.array([zlib.crc32(s.encode("utf-8")) if s is not None else 0
-                      for s in enc.dictionary.to_pylist()] + [0], np.int64)
-    return table[enc.indices.fill_null(len(enc.dictionary)).to_numpy(zero_copy_only=False)]
 
 
 def _conform(batch: pa.RecordBatch, spec: dict) -> pa.RecordBatch:

@@ -75,15 +75,26 @@ TRX_PART, AUDIT_PART, PUB_PART, HELD_PART = "_part=trx", "_part=audit", "_part=p
 BUCKET = "_bucket"
 
 
-def _crc(values: pa.Array):
-    """crc32 of each string of ``values`` (numpy int64; 0 for null), computed once per
-    distinct value."""
-    import numpy as np
-
+def per_value(values, fn, dtype=np.int64, null=0):
+    """``fn(value)`` of each string of ``values`` (numpy; ``null`` for a null), computed once
+    per distinct value."""
+    values = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
     enc = values.dictionary_encode() if not pa.types.is_dictionary(values.type) else values
-    table = np.array([zlib.crc32(s.encode("utf-8")) if s is not None else 0
-                      for s in enc.dictionary.to_pylist()] + [0], np.int64)
+    table = np.array([fn(s) if s is not None else null for s in enc.dictionary.to_pylist()]
+                     + [null], dtype)
     return table[enc.indices.fill_null(len(enc.dictionary)).to_numpy(zero_copy_only=False)]
+
+
+def _crc(values):
+    """crc32 of each string of ``values`` (numpy int64; 0 for null)."""
+    return per_value(values, lambda s: zlib.crc32(s.encode("utf-8")))
+
+
+def numbered(trx: pa.Table) -> pa.Array:
+    """The transactions that get a ``commit_seq`` (``sequence.numbered``): committed, with
+    published changes."""
+    return pc.fill_null(pc.and_(pc.equal(trx.column("status"), "committed"), pc.greater(
+        pc.coalesce(trx.column("event_count"), 0), 0)), False)
 
 
 def buckets_of(batch: pa.RecordBatch, n: int):
@@ -425,8 +436,8 @@ def published(rows: pa.Table, trx: pa.Table, undone) -> pa.Table:
     change = pc.fill_null(pc.equal(rows.column("kind"), "change"), False)
     cand = rows.filter(pc.and_(change, pc.invert(undone))).select(
         [*KEYS, "trx_order", "position", "archive_file", "record_index", FID, ROW])
-    numbered = trx.filter(pc.greater(trx.column("event_count"), 0)).select(KEYS)
-    cand = cand.join(numbered, KEYS, join_type="left semi", use_threads=False)
+    with_changes = trx.filter(pc.greater(trx.column("event_count"), 0)).select(KEYS)
+    cand = cand.join(with_changes, KEYS, join_type="left semi", use_threads=False)
     n = cand.num_rows
     if n == 0:
         return PUB_SCHEMA.empty_table()
@@ -759,9 +770,7 @@ def rank_file(spec: dict) -> int:
     files = [(b, f) for b, f in files if os.path.exists(f)]
     keys = [pq.read_table(f, columns=RANK_KEY_COLUMNS) for _, f in files]
     sizes = [t.num_rows for t in keys]
-    numbered_masks = [pc.fill_null(pc.and_(
-        pc.equal(t.column("status"), "committed"),
-        pc.greater(pc.coalesce(t.column("event_count"), 0), 0)), False) for t in keys]
+    numbered_masks = [numbered(t) for t in keys]
     num = pa.concat_tables([t.filter(m).select(["source", "commit_position", "trx_id",
                                                    "event_count"])
                             for t, m in zip(keys, numbered_masks)]) if keys else None
@@ -798,13 +807,12 @@ def rank_file(spec: dict) -> int:
         seq_local = np.zeros(size, np.int64)
         seq_local[mask] = local[start:start + k]
         start += k
-        numbered = pa.array(mask)
         folder = os.path.join(spec["out"], f"{BUCKET}={b}")
         os.makedirs(folder, exist_ok=True)
         if spec.get("transactions"):
             # the sequence step alone reads these: the numbered transactions, its columns
             # (it also writes the bucket's transactions, ``_write_transactions``)
-            key = key.filter(numbered)
+            key = key.filter(m)
             _write(pa.table({"source": key.column("source"), "trx_id": key.column("trx_id"),
                              "seq_part": pa.repeat(pa.scalar(0, pa.int32()), k),
                              "seq_local": pa.array(seq_local[mask]),
@@ -814,8 +822,8 @@ def rank_file(spec: dict) -> int:
             continue
         table = pq.read_table(f, schema=TRX_COUNTS_SCHEMA)
         table = table.append_column("seq_part", pc.if_else(
-            numbered, pa.scalar(0, pa.int32()), pa.scalar(None, pa.int32()))) \
-            .append_column("seq_local", pc.if_else(numbered, pa.array(seq_local),
+            m, pa.scalar(0, pa.int32()), pa.scalar(None, pa.int32()))) \
+            .append_column("seq_local", pc.if_else(m, pa.array(seq_local),
                                                    pa.scalar(None, pa.int64())))
         _write(table, os.path.join(folder, "part-00000.parquet"))
     tmp = hidden_temp(os.path.join(spec["out"], RANK_SUMMARY))
@@ -939,8 +947,7 @@ def _sequence_transactions(spec: dict) -> None:
     if not os.path.exists(path):
         return
     table = pq.read_table(path, schema=TRX_COUNTS_SCHEMA)
-    mask = pc.fill_null(pc.and_(pc.equal(table.column("status"), "committed"), pc.greater(
-        pc.coalesce(table.column("event_count"), 0), 0)), False).to_numpy(zero_copy_only=False)
+    mask = numbered(table).to_numpy(zero_copy_only=False)
     ranked = [pq.read_table(f, columns=["seq_local"]) for f in filehook.parquet_files(spec["trx"])]
     local = np.concatenate([t.column("seq_local").to_numpy() for t in ranked]) if ranked \
         else np.zeros(0, np.int64)
@@ -948,10 +955,7 @@ def _sequence_transactions(spec: dict) -> None:
         raise RuntimeError(f"ordering: bucket {spec['bucket']} has {int(mask.sum())} numbered "
                            f"transactions, the ranking {len(local)}")
     offset = {(o[0], o[1]): int(o[2]) for o in spec["offsets"]}
-    enc = table.column("source").combine_chunks().dictionary_encode()
-    per_source = np.array([offset.get((0, s), 0) + 1 for s in enc.dictionary.to_pylist()] + [0],
-                          np.int64)
-    off = per_source[enc.indices.fill_null(len(enc.dictionary)).to_numpy(zero_copy_only=False)]
+    off = per_value(table.column("source"), lambda s: offset.get((0, s), 0) + 1)
     seq = np.zeros(table.num_rows, np.int64)
     seq[mask] = local + off[mask]
     _write_transactions(table, pc.if_else(pa.array(mask), pa.array(seq),
