@@ -330,7 +330,7 @@ def write_trx_counts(spark, ev, groups, work: Path, rows: int | None = None,
     unless a transaction is too big for that. Returns the transactions read back, their
     rows (from the Parquet footers: no job), the buckets read back, and the pass's bucket
     count when it ran on the files (None in Spark): its published changes are then in
-    ``_part=pub`` (``trxfiles.published``), and with ``side`` the split's side outputs
+    ``_part=pub`` (``bucketsum.Summary.published``), and with ``side`` the split's side outputs
     there (``trxfiles.Side``), with ``pieces`` the segment pieces' buckets among the
     audit's and the quarantined pieces among the side's quarantine rows. With ``check``
     (source names) the pass on files also searches their rows for repeated positions

@@ -14,9 +14,10 @@ reassembly wrote them, the same pass runs in two Spark jobs of Python tasks
    pass needs, keeps the rows of a transaction (a ``trx_id``, not ``carry``) and appends
    them to an Arrow IPC file grouped by bucket: ``crc32(source) + crc32(trx_id)`` modulo
    the bucket count (``filehook.bucket_count``);
-2. *summarise*: one task per bucket (every row of each of its transactions) runs
-   ``transactions.summarize`` and ``transactions.categories`` on the whole bucket (no sort:
-   Arrow's hash aggregations) and writes its transactions and its buckets as Parquet files
+2. *summarise*: one task per bucket (every row of each of its transactions) summarises
+   the whole bucket (``bucketsum.Summary``: the rules of ``transactions.summarize`` and
+   ``transactions.categories`` on integer group numbers, no sort, no join by the string
+   keys) and writes its transactions and its buckets as Parquet files
    into ``ordering/trx_counts/_part=trx`` and ``_part=audit``, where the Spark pass writes
    the same rows.
 
@@ -49,10 +50,9 @@ from decoders.events import EVENT_SCHEMA
 
 from ..decode import hidden_temp
 from . import filehook
+from .bucketsum import Summary
 from .hooks import scope_table
-from .transactions import (AUDIT_COLUMNS, KEYS, NARROW_COLUMNS, TRX_COUNTS_DDL,
-                           TRX_COUNTS_SCHEMA, _buckets,
-                           categories, compensated, final, partial)
+from .transactions import AUDIT_COLUMNS, KEYS, NARROW_COLUMNS, TRX_COUNTS_DDL, TRX_COUNTS_SCHEMA
 from .wide import FID, ROW, SEQ_COLUMNS
 
 # the columns of ``event_seq``'s order beside the pass's, and each row's file and index in
@@ -85,9 +85,55 @@ def per_value(values, fn, dtype=np.int64, null=0):
     return table[enc.indices.fill_null(len(enc.dictionary)).to_numpy(zero_copy_only=False)]
 
 
+def _crc_table() -> np.ndarray:
+    """The CRC-32 (IEEE 802.3, as ``zlib.crc32``) lookup table of the reflected polynomial."""
+    t = np.arange(256, dtype=np.uint32)
+    for _ in range(8):
+        t = np.where(t & 1, (t >> np.uint32(1)) ^ np.uint32(0xEDB88320), t >> np.uint32(1))
+    return t.astype(np.uint32)
+
+
+CRC_TABLE = _crc_table()
+
+
+def crc32_strings(values) -> np.ndarray:
+    """``zlib.crc32`` of the UTF-8 bytes of each string of ``values`` (numpy int64; 0 for a
+    null) without a Python call per value: one vector step per byte position, over the
+    strings at least that long (sorted by length once)."""
+    arr = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    n = len(arr)
+    if n == 0:
+        return np.zeros(0, np.int64)
+    wide = pa.types.is_large_string(arr.type) or pa.types.is_large_binary(arr.type)
+    offs = np.frombuffer(arr.buffers()[1], np.int64 if wide else np.int32)[
+        arr.offset:arr.offset + n + 1].astype(np.int64)
+    start, length = offs[:-1], np.diff(offs)
+    crc = np.full(n, 0xFFFFFFFF, np.uint32)
+    data = arr.buffers()[2]
+    if data is not None and length.any():
+        data = np.frombuffer(data, np.uint8)
+        order = np.argsort(-length, kind="stable")     # longest first: a prefix is active
+        live, at = crc[order], start[order]
+        counts = np.bincount(length, minlength=int(length.max()) + 1)
+        active = n - np.cumsum(counts)                  # strings longer than j, for each j
+        for j in range(int(length.max())):
+            k = int(active[j])
+            c = live[:k]
+            live[:k] = CRC_TABLE[(c ^ data[at[:k] + j]) & np.uint32(0xFF)] ^ (c >> np.uint32(8))
+        crc[order] = live
+    out = (crc ^ np.uint32(0xFFFFFFFF)).astype(np.int64)
+    if arr.null_count:
+        out[~arr.is_valid().to_numpy(zero_copy_only=False)] = 0
+    return out
+
+
 def _crc(values):
-    """crc32 of each string of ``values`` (numpy int64; 0 for null)."""
-    return per_value(values, lambda s: zlib.crc32(s.encode("utf-8")))
+    """crc32 of each string of ``values`` (numpy int64; 0 for null), computed once per
+    distinct value (``crc32_strings`` of the column's dictionary)."""
+    values = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    enc = values.dictionary_encode() if not pa.types.is_dictionary(values.type) else values
+    table = np.append(crc32_strings(enc.dictionary), 0)
+    return table[enc.indices.fill_null(len(enc.dictionary)).to_numpy(zero_copy_only=False)]
 
 
 def numbered(trx: pa.Table) -> pa.Array:
@@ -425,37 +471,6 @@ def _write(table: pa.Table, final_path: str) -> None:
             os.unlink(tmp)
 
 
-def published(rows: pa.Table, trx: pa.Table, undone) -> pa.Table:
-    """The changes a bucket publishes, ``PUB_SCHEMA``: those of a transaction with published
-    changes (``event_count`` > 0: committed, not ``capture_off``) that no undo row of it
-    undoes (``undone``: a mask over ``rows``), each with its ``event_seq``: its rank among
-    them by (``coalesce(trx_order, position)``, ``position``, ``archive_file``,
-    ``record_index``), nulls first (``sequence.event_seq``)."""
-    import numpy as np
-
-    change = pc.fill_null(pc.equal(rows.column("kind"), "change"), False)
-    cand = rows.filter(pc.and_(change, pc.invert(undone))).select(
-        [*KEYS, "trx_order", "position", "archive_file", "record_index", FID, ROW])
-    with_changes = trx.filter(pc.greater(trx.column("event_count"), 0)).select(KEYS)
-    cand = cand.join(with_changes, KEYS, join_type="left semi", use_threads=False)
-    n = cand.num_rows
-    if n == 0:
-        return PUB_SCHEMA.empty_table()
-    cand = cand.append_column("_k", pc.coalesce(cand.column("trx_order"), cand.column("position")))
-    order = pc.sort_indices(cand, sort_keys=[(c, "ascending", "at_start") for c in (
-        "source", "trx_id", "_k", "position", "archive_file", "record_index")])
-    cand = cand.take(order)
-    src, trx_id = cand.column("source").combine_chunks(), cand.column("trx_id").combine_chunks()
-    same = pc.and_(pc.equal(src.slice(1), src.slice(0, n - 1)),
-                   pc.equal(trx_id.slice(1), trx_id.slice(0, n - 1)))
-    first = np.concatenate([[True], ~pc.fill_null(same, False).to_numpy(zero_copy_only=False)])
-    starts = np.flatnonzero(first)
-    run_start = np.repeat(starts, np.diff(np.append(starts, n)))
-    seq = (np.arange(n) - run_start + 1).astype(np.int32)
-    return pa.table([cand.column(FID), cand.column(ROW), src, trx_id, pa.array(seq)],
-                    schema=PUB_SCHEMA)
-
-
 def _piece_buckets(spec: dict, trx: pa.Table, name: str) -> pa.Table:
     """The segment pieces routed to this bucket (``segfiles.write_pieces``) with the status
     of the transaction their bucket depends on: ``classify.segment_buckets`` (a piece of a
@@ -557,21 +572,17 @@ def summarize_bucket(spec: dict) -> int:
     # (a bucket of the search's keys or of routed segment pieces only has no rows)
     rows = filehook.read_bucket(spec["parts"], SPLIT_SCHEMA)
     rows = rows.append_column("_seen", pa.repeat(pa.scalar(False), rows.num_rows))
-    trx = final(partial(rows), whole=True).cast(TRX_COUNTS_SCHEMA)
-    undone = compensated(rows)
-    buckets = _buckets(categories(rows, undone), trx).cast(BUCKETS_SCHEMA)
+    done = Summary(rows)
+    trx = done.trx
+    buckets = done.audit_buckets().cast(BUCKETS_SCHEMA)
     if spec.get("pieces"):
         buckets = pa.concat_tables([buckets, _piece_buckets(spec, trx, name)])
     _write(trx, os.path.join(spec["out"], TRX_PART, name))
     _write(buckets, os.path.join(spec["out"], AUDIT_PART, name))
-    _write(published(rows, trx, undone), os.path.join(spec["out"], PUB_PART, name))
+    _write(done.published(PUB_SCHEMA, FID, ROW), os.path.join(spec["out"], PUB_PART, name))
     # the rows of the transactions still open, but quarantine rows (``state.held_rows``)
     # and the reassembled changes (the next night reassembles their pieces again)
-    kept = pc.fill_null(pc.and_(rows.column("_in_trx"),
-                                pc.not_equal(rows.column("kind"), "quarantine")), False)
-    held = rows.filter(kept).select([FID, ROW, *KEYS]).join(
-        trx.filter(pc.equal(trx.column("status"), "open")).select(KEYS), KEYS,
-        join_type="left semi", use_threads=False)
+    held = done.held(FID, ROW)
     fids = held.column(FID)
     for fid in pc.unique(fids).to_pylist():
         folder = os.path.join(spec["out"], HELD_PART, f"{FID}={int(fid)}")
