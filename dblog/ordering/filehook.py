@@ -149,13 +149,18 @@ class SplitWriter:
         self._w = pa.ipc.new_file(self._sink, schema,
                                   options=pa.ipc.IpcWriteOptions(compression=IPC_COMPRESSION))
 
-    def write(self, batch: pa.RecordBatch, buckets) -> None:
-        """``batch``'s rows, ``buckets``: numpy, one bucket per row."""
+    def write(self, batch: pa.RecordBatch, buckets, keep=None) -> None:
+        """``batch``'s rows, ``buckets``: numpy, one bucket per row; ``keep``: numpy, the
+        rows to write (all without it), taken once in their buckets' order."""
         import numpy as np
 
         if not batch.num_rows:
             return
-        order = np.argsort(buckets, kind="stable")
+        if keep is None:
+            order = np.argsort(buckets, kind="stable")
+        else:
+            rows = np.flatnonzero(keep)
+            order = rows[np.argsort(buckets[rows], kind="stable")]
         bs = buckets[order]
         batch = batch.take(pa.array(order))
         cuts = np.flatnonzero(np.diff(bs)) + 1
@@ -164,7 +169,7 @@ class SplitWriter:
                 self._w.write_batch(batch.slice(int(lo), int(hi - lo)))
                 self.where.setdefault(int(bs[lo]), []).append([self._index, int(hi - lo)])
                 self._index += 1
-        self.rows += batch.num_rows
+        self.rows += len(order)
 
     def close(self) -> None:
         self._w.close()

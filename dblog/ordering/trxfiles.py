@@ -148,11 +148,12 @@ def buckets_of(batch: pa.RecordBatch, n: int):
     return (_crc(batch.column("source")) + _crc(batch.column("trx_id"))) % n
 
 
-def _conform(batch: pa.RecordBatch, spec: dict, first_row: int) -> pa.RecordBatch:
-    """A batch read from an input file -> the rows of a transaction, ``SPLIT_SCHEMA``: as
-    ``transaction_counts`` selects them (``segments``: the reassembled changes, counted as
-    changes, no part of their transaction's outcome). ``first_row``: the index of the batch's
-    first row in its file."""
+def _conform(batch: pa.RecordBatch, spec: dict, first_row: int):
+    """A batch read from an input file -> (its rows as ``SPLIT_SCHEMA``, the mask of those of
+    a transaction: numpy), as ``transaction_counts`` selects them (``segments``: the
+    reassembled changes, counted as changes, no part of their transaction's outcome).
+    ``first_row``: the index of the batch's first row in its file. (The caller takes the
+    rows of the mask once, in their buckets' order: no copy of the batch filtered first.)"""
     n = batch.num_rows
     names = batch.schema.names
     segments = spec["role"] == "segments"
@@ -169,7 +170,7 @@ def _conform(batch: pa.RecordBatch, spec: dict, first_row: int) -> pa.RecordBatc
         elif name == FID:
             col = pa.repeat(pa.scalar(spec.get("fid"), pa.int32()), n)
         elif name == ROW:
-            col = pa.array(range(first_row, first_row + n), pa.int64())
+            col = pa.array(np.arange(first_row, first_row + n, dtype=np.int64))
         elif segments and name not in ("source", "trx_id", "kind", "position", "archive_file",
                                        *ORDER_COLUMNS):
             col = pa.nulls(n, f.type)
@@ -196,7 +197,7 @@ def _conform(batch: pa.RecordBatch, spec: dict, first_row: int) -> pa.RecordBatc
             pc.and_(pc.equal(fmt, name), pc.fill_null(scope_table(name)(out), False)), False))
     if spec.get("side") is not None:
         spec["_side"].add(batch, out, pc.invert(replaced), segments)
-    return out.filter(pc.and_(keep, pc.invert(replaced)))
+    return out, pc.and_(keep, pc.invert(replaced)).to_numpy(zero_copy_only=False)
 
 
 # ----------------------------------------------------------------- the night's side outputs
@@ -439,9 +440,9 @@ def split_file(spec: dict):
             sources = pa.array(sorted(check), pa.string())
         first = 0
         for b in pf.iter_batches(batch_size=filehook.BATCH_ROWS, columns=cols):
-            out = _conform(b, spec, first)
-            if out.num_rows:
-                main.write(out, buckets_of(out, n))
+            out, keep = _conform(b, spec, first)
+            if keep.any():
+                main.write(out, buckets_of(out, n), keep)
             if pos is not None:
                 keys = position_keys(b, spec, sources)
                 if keys.num_rows:

@@ -11,7 +11,7 @@ narrow rows only (positions, ids, the two tags): which changes publish, with whi
 
 ``write_changes`` then makes the published ``changes`` in one Spark job of one task per
 file (``decode.units_frame``): the task reads its file's ``seq`` rows and its file row group
-by row group with pyarrow, takes the published rows (``Table.take`` by row index), adds the
+by row group with pyarrow, takes the published rows (a mask of their row indexes), adds the
 sequence columns and writes ``changes/source=<S>/date=<D>/part-<fid>.zstd.parquet`` (under
 a hidden name, renamed when whole: a retried task replaces its own file). The row images
 are read once and written once; they are never shuffled, sorted or converted to JVM rows,
@@ -104,7 +104,7 @@ def _out_table(taken: pa.Table, seq: pa.Table, run_id: str) -> pa.Table:
         "ddl": taken.column("ddl"), "row_id": taken.column("row_id"),
         "log_position": taken.column("position"), "archive_file": taken.column("archive_file"),
         "record_offset": taken.column("record_offset"),
-        "run_id": pa.array(np.full(n, run_id, dtype=object), pa.string()) if n else pa.array([], pa.string()),
+        "run_id": pa.repeat(pa.scalar(run_id, pa.string()), n),
     }
     return pa.Table.from_arrays([cols[name].cast(t) for name, t in OUT_FIELDS], schema=OUT_SCHEMA)
 
@@ -178,7 +178,10 @@ def write_file_changes(fid: int, path: str, seq_dir: str | None, out_dir: str, r
             if hi > done:
                 if group is None:
                     group = pf.read_row_group(rg, columns=FROM_FILE)
-                taken = group.take(pa.array(rows[done:hi] - start))
+                # (the rows ascend: a mask keeps them in order, cheaper than ``take``)
+                keep = np.zeros(group.num_rows, bool)
+                keep[rows[done:hi] - start] = True
+                taken = group.filter(pa.array(keep))
                 part = seq.slice(done, hi - done)
                 out = _out_table(taken, part, run_id)
                 sources = part.column("source")
