@@ -1005,6 +1005,6 @@ def sequence(spark, pass_dir: Path, trx_dir: Path, offsets: list, n: int, seq_di
 
 
 __all__ = ["BUCKETS_SCHEMA", "POS_SCHEMA", "RepeatedPositions", "SPLIT_SCHEMA", "bucket_column",
-           "buckets_of", "HeldRows", "held_specs", "position_buckets", "position_keys", "published",
+           "buckets_of", "crc32_strings", "HeldRows", "held_specs", "position_buckets", "position_keys",
            "rank", "rank_file", "repeated_keys", "run", "sequence", "sequence_bucket",
            "split_file", "summarize_bucket", "tail_hash"]
