@@ -306,6 +306,12 @@ def sbcs_utf8(encoding: str):
     return out, lens, ok
 
 
+@lru_cache(maxsize=64)
+def _one_byte(encoding: str) -> np.ndarray:
+    """For each byte, whether the code page makes it a one-byte UTF-8 character."""
+    return sbcs_utf8(encoding)[1] == 1
+
+
 def _lead_byte(info, b: int) -> bool:
     """Does byte ``b`` start a character of two or more bytes in this encoding?"""
     for x in range(256):
@@ -336,7 +342,8 @@ def text_sbcs(raw: np.ndarray, offsets: np.ndarray, encoding: str) -> tuple[pa.A
             bad_cum = np.concatenate(([0], np.cumsum(~ok[raw])))
             bad = (bad_cum[offsets[1:]] - bad_cum[offsets[:-1]]) > 0
         width = int(ulen.max())
-        if width == 1:
+        if width == 1 or _one_byte(encoding)[raw].all():
+            # (every byte a one-byte character: the usual text of a Latin code page)
             body, new_offsets = utf8[raw, 0], offsets
         else:
             per_byte = ulen[raw]

@@ -55,6 +55,19 @@ def test_text_sbcs_equals_decode_text(encoding, raws):
             assert not b and got == want, (encoding, raw)
 
 
+@settings(max_examples=100, deadline=None)
+@given(st.sampled_from(SBCS), st.lists(st.text(alphabet="ABCXYZ abc019.,-_/", max_size=12),
+                                       max_size=25))
+def test_text_sbcs_of_plain_text_equals_decode_text(encoding, texts):
+    """Text of one-byte characters only (the usual row: no byte of two UTF-8 bytes, the
+    gather without a mask) decodes as the per-value codec does."""
+    raws = [t.encode(encoding) for t in texts]
+    offsets = np.concatenate(([0], np.cumsum([len(r) for r in raws]))).astype(np.int64)
+    arr, bad = V.text_sbcs(np.frombuffer(b"".join(raws), dtype=np.uint8), offsets, encoding)
+    assert arr.to_pylist() == [C.decode_text(r, encoding) for r in raws] == texts
+    assert not bad.any()
+
+
 def test_text_sbcs_known_values():
     raw = "Müller ¬|^ [x]".encode("cp037") + "ÄÖÜ".encode("cp273") + "™".encode("mac_roman")
     arr, bad = V.text_sbcs(np.frombuffer(raw, np.uint8), np.array([0, 14, 17], np.int64), "cp037")
