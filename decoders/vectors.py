@@ -312,6 +312,12 @@ def _one_byte(encoding: str) -> np.ndarray:
     return sbcs_utf8(encoding)[1] == 1
 
 
+@lru_cache(maxsize=64)
+def _two_bytes(encoding: str) -> np.ndarray:
+    """For each byte, whether the code page makes it a two-byte UTF-8 character."""
+    return sbcs_utf8(encoding)[1] == 2
+
+
 def _lead_byte(info, b: int) -> bool:
     """Does byte ``b`` start a character of two or more bytes in this encoding?"""
     for x in range(256):
@@ -345,18 +351,31 @@ def text_sbcs(raw: np.ndarray, offsets: np.ndarray, encoding: str) -> tuple[pa.A
         if width == 1 or _one_byte(encoding)[raw].all():
             # (every byte a one-byte character: the usual text of a Latin code page)
             body, new_offsets = utf8[raw, 0], offsets
+        elif width == 2 and not bad.any():
+            # (Latin-1 range code pages, the EBCDIC ones: each character's first byte in
+            # place, the second bytes of the few two-byte ones inserted after them)
+            two = np.flatnonzero(_two_bytes(encoding)[raw])
+            body = np.insert(utf8[raw, 0], two + 1, utf8[raw[two], 1])
+            new_offsets = offsets + np.searchsorted(two, offsets)
         else:
             per_byte = ulen[raw]
+            ends = np.cumsum(per_byte)
             if width == 2:                       # Latin-1 range code pages (EBCDIC ones)
-                wide = np.ascontiguousarray(utf8[:, :2])[raw]
-                keep = np.empty((len(raw), 2), dtype=bool)
-                keep[:, 0] = per_byte > 0
-                keep[:, 1] = per_byte == 2
+                # each character's first byte at its place, the second bytes after them
+                body = np.empty(int(ends[-1]), dtype=np.uint8)
+                at = ends - per_byte
+                some = per_byte > 0
+                if some.all():
+                    body[at] = utf8[raw, 0]
+                else:
+                    body[at[some]] = utf8[raw[some], 0]
+                two = np.flatnonzero(per_byte == 2)
+                body[at[two] + 1] = utf8[raw[two], 1]
             else:
                 wide = utf8[raw]
                 keep = np.arange(4)[None, :] < per_byte[:, None]
-            body = wide[keep]
-            new_offsets = np.concatenate(([0], np.cumsum(per_byte)))[offsets]
+                body = wide[keep]
+            new_offsets = np.concatenate(([0], ends))[offsets]
     validity = None
     if bad.any():
         validity = pa.py_buffer(np.packbits(~bad, bitorder="little").tobytes())

@@ -68,6 +68,19 @@ def test_text_sbcs_of_plain_text_equals_decode_text(encoding, texts):
     assert not bad.any()
 
 
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(["cp037", "cp500", "cp273", "cp1140", "latin-1", "cp1252"]),
+       st.text(alphabet="AbZ09 .äöüÄÖÜß¬|éÑ", max_size=60), st.data())
+def test_text_sbcs_of_rows_cut_anywhere_in_a_buffer(encoding, text, data):
+    """Rows that are slices of a larger buffer (offsets not from 0, bytes after the last),
+    one- and two-byte characters mixed: each row decodes as its bytes do."""
+    raw = text.encode(encoding, errors="replace")
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(raw)), min_size=1, max_size=6)))
+    arr, bad = V.text_sbcs(np.frombuffer(raw, np.uint8), np.array(cuts, np.int64), encoding)
+    assert arr.to_pylist() == [raw[a:b].decode(encoding) for a, b in zip(cuts, cuts[1:])]
+    assert not bad.any()
+
+
 def test_text_sbcs_known_values():
     raw = "Müller ¬|^ [x]".encode("cp037") + "ÄÖÜ".encode("cp273") + "™".encode("mac_roman")
     arr, bad = V.text_sbcs(np.frombuffer(raw, np.uint8), np.array([0, 14, 17], np.int64), "cp037")
