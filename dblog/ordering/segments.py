@@ -10,6 +10,7 @@ change``), and each group's outcome for the buckets of its pieces.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Iterator
 
 import pyarrow as pa
@@ -94,12 +95,76 @@ def _decode_complete(fmt, datas: list[bytes], rows: list[dict], ctx) -> list[dic
     return [_decode_one(fmt, d, r, ctx) for d, r in zip(datas, rows)]
 
 
+class HeaderRows:
+    """The header rows of a batch's complete groups as the format's decoder reads them (a
+    mapping per group, ``row["table_id"]``, ``row.get("op")``), each column turned into Python
+    values the first time a decoder asks for it: a Log Master group's decoder reads three of
+    the thirty (docs/BENCHMARK.md, "Twenty-fourth session")."""
+
+    def __init__(self, table: pa.Table) -> None:
+        self.table = table
+        self.names = table.schema.names
+        self._cols: dict[str, list] = {}
+
+    def column(self, name: str) -> list:
+        got = self._cols.get(name)
+        if got is None:
+            got = self._cols[name] = self.table.column(name).to_pylist()
+        return got
+
+    def __len__(self) -> int:
+        return self.table.num_rows
+
+    def __getitem__(self, i: int) -> "HeaderRow":
+        return HeaderRow(self, i)
+
+
+class HeaderRow(Mapping):
+    """One group's header fields (``HeaderRows``), a read-only mapping."""
+
+    __slots__ = ("_rows", "_i")
+
+    def __init__(self, rows: HeaderRows, i: int) -> None:
+        self._rows, self._i = rows, i
+
+    def __getitem__(self, key: str):
+        if key not in self._rows.names:
+            raise KeyError(key)
+        return self._rows.column(key)[self._i]
+
+    def get(self, key: str, default=None):
+        return self._rows.column(key)[self._i] if key in self._rows.names else default
+
+    def __iter__(self):
+        return iter(self._rows.names)
+
+    def __len__(self) -> int:
+        return len(self._rows.names)
+
+
+def _by_key(results: list[dict]) -> dict[str, tuple[list[int], list]]:
+    """Decoded fields of the groups (``results[j]``: group j's) -> {field: (the groups that
+    set it, their values)}, gathered per set of fields (a format returns few shapes: a
+    change's, a quarantine's)."""
+    shapes: dict[tuple, list[int]] = {}
+    for j, g in enumerate(results):
+        shapes.setdefault(tuple(g), []).append(j)
+    out: dict[str, tuple[list[int], list]] = {}
+    for keys, members in shapes.items():
+        for key in keys:
+            have, values = out.setdefault(key, ([], []))
+            have.extend(members)
+            values.extend([results[j][key] for j in members])
+    return out
+
+
 def _decode_groups(catalogs: dict[str, dict], options: dict[str, tuple]):
     """mapInArrow function: group rows (``HEADER`` + complete + data) -> ``GROUP_SCHEMA`` rows:
     a group not complete with ``kind`` null, a complete one with what the format decoded
     (``_decode_complete``: the change's fields, or the quarantine's) over its header; no
     group accounts for records or bytes (its pieces do). Columns are taken from the batch
-    as they are; only the complete groups become Python rows, for the format's decoder."""
+    as they are; the decoder reads the complete groups' header fields as mappings
+    (``HeaderRows``), and what it returns is set back by column (``_by_key``)."""
     import numpy as np
     import pyarrow.compute as pc
 
@@ -111,15 +176,16 @@ def _decode_groups(catalogs: dict[str, dict], options: dict[str, tuple]):
             complete = pc.fill_null(batch.column("complete"), False).to_numpy(
                 zero_copy_only=False)
             done = np.flatnonzero(complete)
-            decoded: dict[str, tuple[list, list]] = {}     # key -> (values, set) by row
+            decoded: dict[str, tuple[np.ndarray, list]] = {}   # key -> (rows, values)
             if len(done):
-                sub = batch.take(pa.array(done))
+                sub = pa.Table.from_batches([batch.take(pa.array(done))])
                 datas = sub.column("data").to_pylist()
-                rows = sub.drop_columns(["data"]).to_pylist()
+                rows = HeaderRows(sub.drop_columns(["data"]))
                 todo: dict[tuple, list[int]] = {}
-                for j, row in enumerate(rows):
-                    todo.setdefault((row["source"], row["format"], row["archive_file"]),
-                                    []).append(j)
+                for j, key in enumerate(zip(rows.column("source"), rows.column("format"),
+                                            rows.column("archive_file"))):
+                    todo.setdefault(key, []).append(j)
+                results: list = [None] * len(done)
                 for (source, fmt_name, archive), idx in todo.items():
                     cat = parsed.get(source)
                     if cat is None:
@@ -130,12 +196,9 @@ def _decode_groups(catalogs: dict[str, dict], options: dict[str, tuple]):
                     got = _decode_complete(get_format(fmt_name), [datas[j] for j in idx],
                                            [rows[j] for j in idx], ctx)
                     for j, g in zip(idx, got):
-                        i = int(done[j])
-                        for key, value in g.items():
-                            if key not in decoded:
-                                decoded[key] = ([None] * n, [False] * n)
-                            decoded[key][0][i] = value
-                            decoded[key][1][i] = True
+                        results[j] = g
+                decoded = {key: (done[np.array(have, np.int64)], values)
+                           for key, (have, values) in _by_key(results).items()}
             cols = []
             for name, t in GROUP_FIELDS:
                 if name == "n_records":          # the pieces account for the records read
@@ -145,13 +208,19 @@ def _decode_groups(catalogs: dict[str, dict], options: dict[str, tuple]):
                 col = col if col.type == t else col.cast(t)
                 if name == "kind":               # a group not complete: no kind
                     col = pc.if_else(pa.array(complete), col, pa.scalar(None, t))
+                mask = None
                 if name in decoded:
-                    values, mask = decoded[name]
-                    col = pc.if_else(pa.array(mask), pa.array(values, t), col)
+                    at, values = decoded[name]
+                    mask = np.zeros(n, bool)
+                    mask[at] = True
+                    where = np.zeros(n, np.int64)
+                    where[at] = np.arange(len(at))
+                    col = pc.if_else(pa.array(mask), pa.array(values, t).take(pa.array(where)),
+                                     col)
                 if name == "n_bytes":            # ... and for the bytes
                     zero = pa.scalar(0, t)
                     col = pa.repeat(zero, n) if name in names else pc.if_else(
-                        pa.array(decoded.get(name, (None, [False] * n))[1]), zero, col)
+                        pa.array(mask if mask is not None else np.zeros(n, bool)), zero, col)
                 cols.append(col)
             yield pa.RecordBatch.from_arrays(cols, schema=GROUP_SCHEMA)
 
