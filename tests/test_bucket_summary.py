@@ -154,3 +154,50 @@ def test_the_vectorised_crc32_is_zlibs():
     assert (crc32_strings(pa.array(values, pa.large_string())) == want).all()
     assert (_crc(pa.chunked_array([arr.slice(0, 10), arr.slice(10)])) == want).all()
     assert len(crc32_strings(pa.array([], pa.string()))) == 0
+
+
+def test_routed_pieces_by_group_number_equal_the_join_with_their_groups(tmp_path):
+    """``segfiles.write_pieces`` given each sorted piece's group (``sorted_groups``) routes
+    the same pieces with the same outcomes as its join on (source, seg_key); a piece of no
+    key meets no group, as in the join."""
+    import glob
+
+    import pyarrow.parquet as pq
+
+    from dblog.ordering import segfiles
+
+    rnd = random.Random(11)
+    rows = []
+    for k in range(120):
+        key = None if k % 17 == 0 else f"K{k % 40:03d}"
+        rows.append({f.name: None for f in segfiles.PIECE_SCHEMA} | {
+            "source": None if k % 29 == 0 else rnd.choice(["s1", "s2"]), "format": "lldf",
+            "seg_key": key, "seg_num": rnd.randrange(1, 4), "seg_total": 3,
+            "trx_id": rnd.choice([None, "T1", "T2"]), "kind": "segment",
+            "archive_file": "a.log", "record_offset": k, "n_records": 1, "n_bytes": 9,
+            "seg_data": bytes([k % 256]) * 300, "from_state": k % 5 == 0})
+    pieces = pa.Table.from_pylist(rows, schema=segfiles.PIECE_SCHEMA)
+    groups, ordered, gid = segfiles.sorted_groups(pieces)
+    kinds = [rnd.choice(["change", "quarantine", None]) for _ in range(groups.num_rows)]
+    outcomes = [pa.table({
+        "source": groups.column("source"), "seg_key": groups.column("seg_key"),
+        "kind": pa.array(kinds, pa.string()),
+        "trx_id": pa.array([rnd.choice([None, "T3"]) for _ in kinds], pa.string()),
+        "position": pa.array([f"P{i}" for i in range(len(kinds))], pa.string()),
+        "error_class": pa.array(["bad_segments" if k == "quarantine" else None for k in kinds],
+                                pa.string()),
+        "message": pa.array(["m" if k == "quarantine" else None for k in kinds], pa.string()),
+        "complete": groups.column("complete")})]
+    got = {}
+    for name, by in (("join", None), ("gid", gid)):
+        out = tmp_path / name
+        out.mkdir()
+        segfiles.write_pieces(ordered, outcomes, {"pieces_out": str(out), "trx_buckets": 3,
+                                                  "bucket": 0}, by)
+        got[name] = {f.split("/")[-2]: _canon(pq.read_table(f))
+                     for f in glob.glob(f"{out}/*/*.parquet")}
+    assert got["gid"] == got["join"]
+    assert sum(len(v) for v in got["gid"].values()) == pieces.num_rows
+    flat = [r for v in got["gid"].values() for r in v]
+    assert any(r["seg_key"] is None and r["r_position"] is None for r in flat)
+    assert any(r["via_group"] for r in flat) and any(r["r_class"] for r in flat)

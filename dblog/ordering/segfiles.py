@@ -80,6 +80,12 @@ def groups(pieces: pa.Table) -> pa.Table:
     its piece of the lowest ``seg_num`` (null fields when no piece has one), ``complete``
     (SQL's three-valued logic: null when a count it compares is null) and, for complete
     groups, ``data``: the pieces' bytes joined in ``seg_num`` order."""
+    return sorted_groups(pieces)[0]
+
+
+def sorted_groups(pieces: pa.Table) -> tuple[pa.Table, pa.Table, np.ndarray]:
+    """``groups`` of ``pieces``, the pieces sorted by (source, seg_key, seg_num), and each
+    sorted piece's group (its row in the groups)."""
     n = pieces.num_rows
     order = pc.sort_indices(pieces, sort_keys=[("source", "ascending", "at_end"),
                                                ("seg_key", "ascending", "at_end"),
@@ -121,7 +127,7 @@ def groups(pieces: pa.Table) -> pa.Table:
         c = head.column(name)
         cols[name] = c if name in KEYS else pc.if_else(has_num, c, pa.scalar(None, c.type))
     return pa.table({**cols, "complete": complete,
-                     "data": _joined(pieces.column("seg_data"), starts, complete)})
+                     "data": _joined(pieces.column("seg_data"), starts, complete)}), pieces, gid
 
 
 def _joined(seg_data, starts: np.ndarray, complete) -> pa.Array:
@@ -154,8 +160,7 @@ def reassemble_bucket(spec: dict) -> int:
     manifest = json.loads(Path(spec["manifest"]).read_text())
     catalogs = {s["name"]: s["catalog"] for s in manifest["sources"]}
     options = {s["name"]: (s["options"], s["timezone"]) for s in manifest["sources"]}
-    pieces = filehook.read_bucket(spec["parts"], PIECE_SCHEMA)
-    g = groups(pieces)
+    g, pieces, gid = sorted_groups(filehook.read_bucket(spec["parts"], PIECE_SCHEMA))
     final = os.path.join(spec["out"], f"part-{int(spec['bucket']):05d}.parquet")
     tmp = hidden_temp(final)
     rows = 0
@@ -171,7 +176,7 @@ def reassemble_bucket(spec: dict) -> int:
         if os.path.exists(tmp):
             os.unlink(tmp)
     if spec.get("pieces_out"):
-        write_pieces(pieces, outcomes, spec)
+        write_pieces(pieces, outcomes, spec, gid)
     return rows
 
 
@@ -190,14 +195,17 @@ ROUTED_SCHEMA = pa.schema([
     ("from_state", pa.bool_()), ("seg_data", pa.binary())])
 
 
-def write_pieces(pieces: pa.Table, outcomes: list[pa.Table], spec: dict) -> None:
+def write_pieces(pieces: pa.Table, outcomes: list[pa.Table], spec: dict,
+                 gid: np.ndarray | None = None) -> None:
     """A reassemble task's pieces, each with its group's outcome (``segment_buckets``'s join
     of a piece with its group, local here: the bucket holds the whole group), routed to the
     transactions pass's bucket of the one transaction its bucket depends on: the group's
     when the group decoded into a change (the piece shares the change's bucket), else the
     piece's own (held with it, skipped with it, else quarantined). Written as
     ``<pieces_out>/_b=<trx bucket>/part-<bucket>.parquet`` (``ROUTED_SCHEMA``; ``seg_data``,
-    cut to ``RAW_BYTES``, only where the piece may be quarantined)."""
+    cut to ``RAW_BYTES``, only where the piece may be quarantined). ``gid``: each piece's
+    row in the outcomes (``sorted_groups``), which then need no join; a piece of no source
+    or key meets no group (as the join's null keys)."""
     from .trxfiles import _write, buckets_of
 
     if pieces.num_rows == 0:
@@ -207,7 +215,17 @@ def write_pieces(pieces: pa.Table, outcomes: list[pa.Table], spec: dict) -> None
     out = out.rename_columns(["source", "seg_key", "r_kind", "r_trx_id", "r_position",
                               "r_error_class", "r_error_message", "complete"])
     p = pieces.drop_columns(["complete"]) if "complete" in pieces.column_names else pieces
-    rows = p.join(out, ["source", "seg_key"], join_type="left outer", use_threads=False)
+    if gid is not None and len(gid) == p.num_rows and out.num_rows == (
+            int(gid.max()) + 1 if len(gid) else 0):
+        keyless = pc.or_(pc.is_null(p.column("source")), pc.is_null(p.column("seg_key"))) \
+            .to_numpy(zero_copy_only=False)
+        at = pa.array(gid, mask=keyless) if keyless.any() else pa.array(gid)
+        got = out.drop_columns(["source", "seg_key"]).take(at)
+        rows = p
+        for name in got.column_names:
+            rows = rows.append_column(name, got.column(name))
+    else:
+        rows = p.join(out, ["source", "seg_key"], join_type="left outer", use_threads=False)
     r_kind = rows.column("r_kind")
     via = pc.fill_null(pc.equal(r_kind, "change"), False)
     failed = pc.fill_null(pc.equal(r_kind, "quarantine"), False)
@@ -275,4 +293,4 @@ def run(spark, inputs: list[dict], manifest_path: Path, out_dir: Path, work: Pat
         "one segment key has too many pieces to reassemble in memory", "reassemble")
 
 
-__all__ = ["PIECE_SCHEMA", "groups", "reassemble_bucket", "run", "split_file"]
+__all__ = ["PIECE_SCHEMA", "groups", "reassemble_bucket", "run", "sorted_groups", "split_file"]
