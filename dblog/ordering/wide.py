@@ -112,11 +112,10 @@ def _out_table(taken: pa.Table, seq: pa.Table, run_id: str) -> pa.Table:
 def _seq_rows(seq_dir: str | None) -> pa.Table:
     """The ``seq`` rows of one file, by row index (none without a folder)."""
     import pyarrow.compute as pc
-    import pyarrow.parquet as pq
 
-    files = sorted(os.path.join(seq_dir, f) for f in os.listdir(seq_dir)
-                   if not f.startswith((".", "_"))) if seq_dir is not None else []
-    seq = pa.concat_tables([pq.read_table(f, columns=SEQ_COLUMNS) for f in files]) if files else None
+    from .trxfiles import read_rows
+
+    seq = read_rows(seq_dir, SEQ_COLUMNS) if seq_dir is not None else None
     if seq is None or seq.num_rows == 0:
         return pa.table({c: pa.array([], t) for c, t in
                          [(ROW, pa.int64()), ("source", pa.string()), ("commit_seq", pa.int64()),
