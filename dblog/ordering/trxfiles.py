@@ -801,8 +801,9 @@ def rank_file(spec: dict) -> int:
     ``sequence.SEQ_KEYS``, nulls first, as Spark's sort) or both null when it gets no
     ``commit_seq``, written as ``<out>/_bucket=<b>/part-00000.parquet``: the rows and the
     layout of ``stage.rank_transactions`` with one range partition (with ``transactions``:
-    the numbered ones only, ``SEQUENCE_TRX_COLUMNS``, taken from the sort keys: what
-    ``sequence_bucket`` reads, which then also writes the bucket's transactions). Beside
+    the numbered ones only, ``SEQUENCE_TRX_COLUMNS``, taken from the sort keys, as an Arrow
+    IPC file, ``write_rows``: what ``sequence_bucket`` reads, which then also writes the
+    bucket's transactions). Beside
     them ``<out>/_ranks.json``: the small table the stage collected from them (per seq_part
     and source: n, first_local, n_changes, n_open). Holds the sort keys of the night's
     transactions (at most ``RANK_ROWS_PER_TASK``, the rows of Spark's one partition) and
@@ -860,12 +861,12 @@ def rank_file(spec: dict) -> int:
             # the sequence step alone reads these: the numbered transactions, its columns
             # (it also writes the bucket's transactions, ``_write_transactions``)
             key = key.filter(m)
-            _write(pa.table({"source": key.column("source"), "trx_id": key.column("trx_id"),
-                             "seq_part": pa.repeat(pa.scalar(0, pa.int32()), k),
-                             "seq_local": pa.array(seq_local[mask]),
-                             "commit_position": key.column("commit_position"),
-                             "commit_ts": key.column("commit_ts")}),
-                   os.path.join(folder, "part-00000.parquet"))
+            write_rows(pa.table({"source": key.column("source"), "trx_id": key.column("trx_id"),
+                                 "seq_part": pa.repeat(pa.scalar(0, pa.int32()), k),
+                                 "seq_local": pa.array(seq_local[mask]),
+                                 "commit_position": key.column("commit_position"),
+                                 "commit_ts": key.column("commit_ts")}),
+                       os.path.join(folder, "part-00000.parquet"))
             continue
         table = pq.read_table(f, schema=TRX_COUNTS_SCHEMA)
         table = table.append_column("seq_part", pc.if_else(
@@ -955,9 +956,8 @@ def sequence_bucket(spec: dict) -> int:
     pub = pq.read_table(spec["pub"], schema=PUB_SCHEMA)
     if pub.num_rows == 0:
         return 0
-    cols = SEQUENCE_TRX_COLUMNS
-    parts = [pq.read_table(f, columns=cols) for f in filehook.parquet_files(spec["trx"])]
-    trx = pa.concat_tables(parts) if parts else pa.table(
+    trx = read_rows(spec["trx"], SEQUENCE_TRX_COLUMNS)
+    trx = trx if trx is not None else pa.table(
         {c: pa.array([], t) for c, t in [("source", pa.string()), ("trx_id", pa.string()),
                                           ("seq_part", pa.int32()), ("seq_local", pa.int64()),
                                           ("commit_position", pa.string()),
@@ -995,8 +995,8 @@ def _sequence_transactions(spec: dict) -> None:
         return
     table = pq.read_table(path, schema=TRX_COUNTS_SCHEMA)
     mask = numbered(table).to_numpy(zero_copy_only=False)
-    ranked = [pq.read_table(f, columns=["seq_local"]) for f in filehook.parquet_files(spec["trx"])]
-    local = np.concatenate([t.column("seq_local").to_numpy() for t in ranked]) if ranked \
+    ranked = read_rows(spec["trx"], ["seq_local"])
+    local = ranked.column("seq_local").to_numpy() if ranked is not None \
         else np.zeros(0, np.int64)
     if len(local) != int(mask.sum()):
         raise RuntimeError(f"ordering: bucket {spec['bucket']} has {int(mask.sum())} numbered "
