@@ -144,13 +144,15 @@ def test_group_numbers_follow_first_appearance_and_keep_the_sources_apart():
 
 def test_the_vectorised_crc32_is_zlibs():
     rnd = random.Random(3)
-    values = ["", "a", "é€", None, "x" * 300] + [
+    values = ["", "a", "é€", None, "x" * 300, "y" * 64, "é" * 40] + [
         "".join(rnd.choice("0123456789ABCDEFéz") for _ in range(rnd.randrange(25)))
         for _ in range(3000)]
     want = np.array([0 if v is None else zlib.crc32(v.encode("utf-8")) for v in values])
     arr = pa.array(values)
     assert (crc32_strings(arr) == want).all()
     assert (crc32_strings(arr.slice(4)) == want[4:]).all()
+    assert (crc32_strings(pa.array(["z" * 100_000, "a"])) ==
+            [zlib.crc32(b"z" * 100_000), zlib.crc32(b"a")]).all()
     assert (crc32_strings(pa.array(values, pa.large_string())) == want).all()
     assert (_crc(pa.chunked_array([arr.slice(0, 10), arr.slice(10)])) == want).all()
     assert len(crc32_strings(pa.array([], pa.string()))) == 0

@@ -96,10 +96,15 @@ def _crc_table() -> np.ndarray:
 CRC_TABLE = _crc_table()
 
 
+CRC_VECTOR_BYTES = 64     # longer strings (rare ids) go through ``zlib`` one by one
+
+
 def crc32_strings(values) -> np.ndarray:
     """``zlib.crc32`` of the UTF-8 bytes of each string of ``values`` (numpy int64; 0 for a
     null) without a Python call per value: one vector step per byte position, over the
-    strings at least that long (sorted by length once)."""
+    strings at least that long (sorted by length once); a string longer than
+    ``CRC_VECTOR_BYTES`` through ``zlib``, so that one long value never costs a step per
+    byte for the whole column."""
     arr = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
     n = len(arr)
     if n == 0:
@@ -108,6 +113,9 @@ def crc32_strings(values) -> np.ndarray:
     offs = np.frombuffer(arr.buffers()[1], np.int64 if wide else np.int32)[
         arr.offset:arr.offset + n + 1].astype(np.int64)
     start, length = offs[:-1], np.diff(offs)
+    long_ = np.flatnonzero(length > CRC_VECTOR_BYTES)
+    if len(long_):
+        length = np.where(length > CRC_VECTOR_BYTES, 0, length)
     crc = np.full(n, 0xFFFFFFFF, np.uint32)
     data = arr.buffers()[2]
     if data is not None and length.any():
@@ -122,6 +130,8 @@ def crc32_strings(values) -> np.ndarray:
             live[:k] = CRC_TABLE[(c ^ data[at[:k] + j]) & np.uint32(0xFF)] ^ (c >> np.uint32(8))
         crc[order] = live
     out = (crc ^ np.uint32(0xFFFFFFFF)).astype(np.int64)
+    for i in long_:
+        out[i] = zlib.crc32(arr[int(i)].as_buffer())
     if arr.null_count:
         out[~arr.is_valid().to_numpy(zero_copy_only=False)] = 0
     return out
