@@ -111,9 +111,9 @@ def _conform(batch: pa.RecordBatch, source: str | None, from_state: bool) -> pa.
     cols = []
     for f in STREAM_SCHEMA:
         if f.name == "from_state":
-            cols.append(pa.array([from_state] * n, pa.bool_()))
+            cols.append(pa.repeat(pa.scalar(bool(from_state)), n))
         elif f.name == "source" and source is not None:
-            cols.append(pa.array([source] * n, pa.string()))
+            cols.append(pa.repeat(pa.scalar(source, pa.string()), n))
         elif f.name in batch.schema.names:
             col = batch.column(f.name)
             cols.append(col if col.type == f.type else col.cast(f.type))
