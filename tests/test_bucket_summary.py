@@ -203,3 +203,23 @@ def test_routed_pieces_by_group_number_equal_the_join_with_their_groups(tmp_path
     flat = [r for v in got["gid"].values() for r in v]
     assert any(r["seg_key"] is None and r["r_position"] is None for r in flat)
     assert any(r["via_group"] for r in flat) and any(r["r_class"] for r in flat)
+
+
+def test_header_rows_read_as_mappings_and_convert_only_the_columns_asked():
+    """``segments.HeaderRows``: each group's header fields as a read-only mapping, a column
+    turned into Python values the first time a decoder asks for it."""
+    from dblog.ordering.segments import HeaderRows
+
+    rows = HeaderRows(pa.table({"op": ["u", "d", None], "table_id": ["T1", "T2", "T1"],
+                                "seg_key": ["k1", "k2", "k3"]}))
+    assert len(rows) == 3
+    r = rows[1]
+    assert r["op"] == "d" and r.get("op") == "d" and r.get("table_id") == "T2"
+    assert rows[2]["op"] is None and rows[2].get("op", "x") is None
+    assert r.get("rule") is None and r.get("rule", "dflt") == "dflt"
+    with pytest.raises(KeyError):
+        r["rule"]
+    assert dict(rows[0]) == {"op": "u", "table_id": "T1", "seg_key": "k1"}
+    assert "op" in r and "rule" not in r and len(r) == 3
+    lazy = HeaderRows(pa.table({"a": [1], "b": [2]}))
+    assert lazy[0].get("a") == 1 and set(lazy._cols) == {"a"}

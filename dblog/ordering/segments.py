@@ -104,6 +104,7 @@ class HeaderRows:
     def __init__(self, table: pa.Table) -> None:
         self.table = table
         self.names = table.schema.names
+        self.known = frozenset(self.names)
         self._cols: dict[str, list] = {}
 
     def column(self, name: str) -> list:
@@ -128,12 +129,20 @@ class HeaderRow(Mapping):
         self._rows, self._i = rows, i
 
     def __getitem__(self, key: str):
-        if key not in self._rows.names:
-            raise KeyError(key)
-        return self._rows.column(key)[self._i]
+        col = self._rows._cols.get(key)
+        if col is None:
+            if key not in self._rows.known:
+                raise KeyError(key)
+            col = self._rows.column(key)
+        return col[self._i]
 
     def get(self, key: str, default=None):
-        return self._rows.column(key)[self._i] if key in self._rows.names else default
+        col = self._rows._cols.get(key)
+        if col is None:
+            if key not in self._rows.known:
+                return default
+            col = self._rows.column(key)
+        return col[self._i]
 
     def __iter__(self):
         return iter(self._rows.names)
