@@ -306,18 +306,6 @@ def sbcs_utf8(encoding: str):
     return out, lens, ok
 
 
-@lru_cache(maxsize=64)
-def _one_byte(encoding: str) -> np.ndarray:
-    """For each byte, whether the code page makes it a one-byte UTF-8 character."""
-    return sbcs_utf8(encoding)[1] == 1
-
-
-@lru_cache(maxsize=64)
-def _two_bytes(encoding: str) -> np.ndarray:
-    """For each byte, whether the code page makes it a two-byte UTF-8 character."""
-    return sbcs_utf8(encoding)[1] == 2
-
-
 def _lead_byte(info, b: int) -> bool:
     """Does byte ``b`` start a character of two or more bytes in this encoding?"""
     for x in range(256):
@@ -348,34 +336,23 @@ def text_sbcs(raw: np.ndarray, offsets: np.ndarray, encoding: str) -> tuple[pa.A
             bad_cum = np.concatenate(([0], np.cumsum(~ok[raw])))
             bad = (bad_cum[offsets[1:]] - bad_cum[offsets[:-1]]) > 0
         width = int(ulen.max())
-        if width == 1 or _one_byte(encoding)[raw].all():
+        if width == 1 or (ulen == 1)[raw].all():
             # (every byte a one-byte character: the usual text of a Latin code page)
             body, new_offsets = utf8[raw, 0], offsets
         elif width == 2 and not bad.any():
             # (Latin-1 range code pages, the EBCDIC ones: each character's first byte in
             # place, the second bytes of the few two-byte ones inserted after them)
-            two = np.flatnonzero(_two_bytes(encoding)[raw])
+            two = np.flatnonzero((ulen == 2)[raw])
             body = np.insert(utf8[raw, 0], two + 1, utf8[raw[two], 1])
             new_offsets = offsets + np.searchsorted(two, offsets)
         else:
+            # (a row with an undefined byte, or characters of three or four UTF-8 bytes:
+            # each byte's UTF-8 bytes, those it has)
             per_byte = ulen[raw]
-            ends = np.cumsum(per_byte)
-            if width == 2:                       # Latin-1 range code pages (EBCDIC ones)
-                # each character's first byte at its place, the second bytes after them
-                body = np.empty(int(ends[-1]), dtype=np.uint8)
-                at = ends - per_byte
-                some = per_byte > 0
-                if some.all():
-                    body[at] = utf8[raw, 0]
-                else:
-                    body[at[some]] = utf8[raw[some], 0]
-                two = np.flatnonzero(per_byte == 2)
-                body[at[two] + 1] = utf8[raw[two], 1]
-            else:
-                wide = utf8[raw]
-                keep = np.arange(4)[None, :] < per_byte[:, None]
-                body = wide[keep]
-            new_offsets = np.concatenate(([0], ends))[offsets]
+            wide = utf8[raw]
+            keep = np.arange(4)[None, :] < per_byte[:, None]
+            body = wide[keep]
+            new_offsets = np.concatenate(([0], np.cumsum(per_byte)))[offsets]
     validity = None
     if bad.any():
         validity = pa.py_buffer(np.packbits(~bad, bitorder="little").tobytes())
