@@ -45,9 +45,9 @@ BUCKETS = ["held_open", "skipped:rolled_back", "skipped:capture_off", "skipped:c
 
 def _codes(values) -> tuple[np.ndarray, pa.Array]:
     """Dictionary codes of a string column (int64, nulls as the dictionary's length) and
-    its dictionary."""
+    its dictionary (a dictionary column's own)."""
     values = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
-    enc = values.dictionary_encode()
+    enc = values if pa.types.is_dictionary(values.type) else values.dictionary_encode()
     codes = enc.indices.fill_null(len(enc.dictionary)).to_numpy(zero_copy_only=False)
     return codes.astype(np.int64), enc.dictionary
 

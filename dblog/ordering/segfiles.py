@@ -205,7 +205,7 @@ def write_pieces(pieces: pa.Table, outcomes: list[pa.Table], spec: dict,
     ``<pieces_out>/_b=<trx bucket>/part-<bucket>.parquet`` (``ROUTED_SCHEMA``; ``seg_data``,
     cut to ``RAW_BYTES``, only where the piece may be quarantined). ``gid``: each piece's
     row in the outcomes (``sorted_groups``), which then need no join; a piece of no source
-    or key meets no group (as the join's null keys)."""
+    or key meets no group (as the join's null keys); without it, the join."""
     from .trxfiles import _write, buckets_of
 
     if pieces.num_rows == 0:
@@ -215,8 +215,10 @@ def write_pieces(pieces: pa.Table, outcomes: list[pa.Table], spec: dict,
     out = out.rename_columns(["source", "seg_key", "r_kind", "r_trx_id", "r_position",
                               "r_error_class", "r_error_message", "complete"])
     p = pieces.drop_columns(["complete"]) if "complete" in pieces.column_names else pieces
-    if gid is not None and len(gid) == p.num_rows and out.num_rows == (
-            int(gid.max()) + 1 if len(gid) else 0):
+    if gid is not None:
+        if len(gid) != p.num_rows or (len(gid) and int(gid.max()) >= out.num_rows):
+            raise RuntimeError(f"ordering: {p.num_rows} segment pieces and {len(gid)} group "
+                               f"rows for {out.num_rows} groups disagree")
         keyless = pc.or_(pc.is_null(p.column("source")), pc.is_null(p.column("seg_key"))) \
             .to_numpy(zero_copy_only=False)
         at = pa.array(gid, mask=keyless) if keyless.any() else pa.array(gid)

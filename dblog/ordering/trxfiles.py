@@ -50,7 +50,7 @@ from decoders.events import EVENT_SCHEMA
 
 from ..decode import hidden_temp
 from . import filehook
-from .bucketsum import Summary
+from .bucketsum import Summary, _codes
 from .hooks import scope_table
 from .transactions import AUDIT_COLUMNS, KEYS, NARROW_COLUMNS, TRX_COUNTS_DDL, TRX_COUNTS_SCHEMA
 from .wide import FID, ROW, SEQ_COLUMNS
@@ -78,11 +78,17 @@ BUCKET = "_bucket"
 def per_value(values, fn, dtype=np.int64, null=0):
     """``fn(value)`` of each string of ``values`` (numpy; ``null`` for a null), computed once
     per distinct value."""
-    values = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
-    enc = values.dictionary_encode() if not pa.types.is_dictionary(values.type) else values
-    table = np.array([fn(s) if s is not None else null for s in enc.dictionary.to_pylist()]
-                     + [null], dtype)
-    return table[enc.indices.fill_null(len(enc.dictionary)).to_numpy(zero_copy_only=False)]
+    codes, dictionary = _codes(values)
+    return np.array([fn(s) if s is not None else null for s in dictionary.to_pylist()]
+                    + [null], dtype)[codes]
+
+
+def string_offsets(arr: pa.Array) -> np.ndarray:
+    """The ``n + 1`` offsets of a (large) string or binary array's values in its data
+    buffer (numpy, the array's own slice)."""
+    wide = pa.types.is_large_string(arr.type) or pa.types.is_large_binary(arr.type)
+    return np.frombuffer(arr.buffers()[1], np.int64 if wide else np.int32)[
+        arr.offset:arr.offset + len(arr) + 1]
 
 
 def _crc_table() -> np.ndarray:
@@ -109,9 +115,7 @@ def crc32_strings(values) -> np.ndarray:
     n = len(arr)
     if n == 0:
         return np.zeros(0, np.int64)
-    wide = pa.types.is_large_string(arr.type) or pa.types.is_large_binary(arr.type)
-    offs = np.frombuffer(arr.buffers()[1], np.int64 if wide else np.int32)[
-        arr.offset:arr.offset + n + 1].astype(np.int64)
+    offs = string_offsets(arr).astype(np.int64)
     start, length = offs[:-1], np.diff(offs)
     long_ = np.flatnonzero(length > CRC_VECTOR_BYTES)
     if len(long_):
@@ -140,10 +144,8 @@ def crc32_strings(values) -> np.ndarray:
 def _crc(values):
     """crc32 of each string of ``values`` (numpy int64; 0 for null), computed once per
     distinct value (``crc32_strings`` of the column's dictionary)."""
-    values = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
-    enc = values.dictionary_encode() if not pa.types.is_dictionary(values.type) else values
-    table = np.append(crc32_strings(enc.dictionary), 0)
-    return table[enc.indices.fill_null(len(enc.dictionary)).to_numpy(zero_copy_only=False)]
+    codes, dictionary = _codes(values)
+    return np.append(crc32_strings(dictionary), 0)[codes]
 
 
 def numbered(trx: pa.Table) -> pa.Array:
@@ -373,9 +375,7 @@ def tail_hash(values) -> np.ndarray:
     if n == 0:
         return np.zeros(0, np.uint64)
     arr = pc.fill_null(arr, "") if arr.null_count else arr
-    wide = pa.types.is_large_string(arr.type) or pa.types.is_large_binary(arr.type)
-    offs = np.frombuffer(arr.buffers()[1], np.int64 if wide else np.int32)[
-        arr.offset:arr.offset + n + 1]
+    offs = string_offsets(arr)
     start, end = offs[:-1], offs[1:]
     data = arr.buffers()[2]
     if data is None or end[-1] == start[0]:
