@@ -18,6 +18,14 @@ What may not break a run:
   (``preload`` runs with file descriptor 1 pointed at stderr);
 * no thread is left running before the fork (importing does not start any in these modules).
 
+Before the imports it sets ``ALLOCATOR_ENV`` (unless the environment already sets those
+keys): Arrow's default memory pool on Linux is mimalloc, which by default commits a fresh
+arena eagerly; a worker's first large Arrow buffers (a resolve bucket's sort and take of
+400,000 rows) then cost about 0.5 CPU s more than the same task run again (measured in
+process: 1.11-1.26 s first, 0.60-0.69 s after; with ``MIMALLOC_ARENA_EAGER_COMMIT=0``
+0.70 s first). On the kept 1M Informix night the ordering took 0.3-0.6 s less in each of
+six A/B rounds (docs/BENCHMARK.md, "Twenty-fifth session").
+
 It also keeps every task from re-reading zip directories (``lazy_zip_invalidation``):
 pyspark's worker calls ``importlib.invalidate_caches()`` at the start of every task, and on
 CPython 3.10-3.11 a ``zipimporter`` answers that by reading its archive's whole central
@@ -35,6 +43,9 @@ from __future__ import annotations
 import os
 import sys
 import time
+
+# the allocator's options every forked worker inherits (read when pyarrow loads mimalloc)
+ALLOCATOR_ENV = {"MIMALLOC_ARENA_EAGER_COMMIT": "0"}
 
 # imported in this order; each may fail on its own without stopping the daemon
 PRELOAD = (
@@ -151,6 +162,8 @@ def _preload_with_stdout_on_stderr() -> None:
 
 
 def main() -> None:
+    for key, value in ALLOCATOR_ENV.items():
+        os.environ.setdefault(key, value)
     _preload_with_stdout_on_stderr()
     try:
         lazy_zip_invalidation()
@@ -175,6 +188,7 @@ def probe(_=None) -> dict:
     import zipimport
 
     return {"pid": os.getpid(), "parent": parent,
+            "env": {k: os.environ.get(k) for k in ALLOCATOR_ENV},
             "lazy_zip": getattr(zipimport.zipimporter.invalidate_caches, "_dblog_lazy", False),
             "loaded": sorted(m for m in PRELOAD + ("decoders.rdb.decoder", "decoders.informix.decoder")
                              if m in sys.modules)}

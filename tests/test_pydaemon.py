@@ -118,6 +118,8 @@ def test_spark_workers_are_forked_from_the_preloaded_daemon(spark):
                 "decoders.informix.decoder"} <= set(got["loaded"]), got
         # no task re-reads the zip directories of the workers' path (CPython < 3.12)
         assert got["lazy_zip"] is (sys.version_info < (3, 12)), got
+        # the allocator's options, set before pyarrow loaded (unless this environment set them)
+        assert got["env"] == {k: os.environ.get(k, v) for k, v in pydaemon.ALLOCATOR_ENV.items()}
 
 
 
