@@ -8,7 +8,8 @@
 ``run`` measures one whole ``dblog run`` (``pipeline.run_night``) of the given nights together
 (one source per night, all in one run), in its own subprocess with **no memory setting**
 (``DBLOG_DRIVER_MEMORY`` is removed from its environment: the defaults of ``dblog/spark.py``
-decide), stage by stage (``order`` split into ``ordering``, ``tables`` and ``mirror``), with the peak
+decide; ``--driver-memory 2g`` sets a heap instead, to show what a night needs within a
+small one), stage by stage (``order`` split into ``ordering``, ``tables`` and ``mirror``), with the peak
 memory of the JVM and the Python processes per stage and the 1-minute load average.
 
 ``tables`` writes one Rdb night per table count with the same number of changes, the
@@ -63,6 +64,9 @@ def _run_parser() -> argparse.ArgumentParser:
     p.add_argument("--cache", default=str(gen.CACHE))
     p.add_argument("--out", default=str(RESULTS))
     p.add_argument("--keep-work", action="store_true")
+    p.add_argument("--driver-memory", default=None, metavar="SIZE",
+                   help="run with this JVM heap (DBLOG_DRIVER_MEMORY, e.g. 2g) instead of the "
+                        "defaults: shows what the night needs, not what the defaults allow")
     return p
 
 
@@ -86,9 +90,12 @@ def main_run(argv: list[str]) -> int:
     _log(f"bench: run of {len(nights)} night(s) x {args.n:,} changes on {args.master} "
          f"(load {load[0]}) ...")
     env_memory = os.environ.pop("DBLOG_DRIVER_MEMORY", None)
+    if args.driver_memory:
+        os.environ["DBLOG_DRIVER_MEMORY"] = args.driver_memory
     try:
         result, sampler, wall = run_job("multirun", spec, work, "multirun", _log)
     finally:
+        os.environ.pop("DBLOG_DRIVER_MEMORY", None)
         if env_memory is not None:
             os.environ["DBLOG_DRIVER_MEMORY"] = env_memory
     records = result["records"]
@@ -100,7 +107,8 @@ def main_run(argv: list[str]) -> int:
     report = {"meta": {"stamp": stamp, "n": args.n, "formats": formats, "parts": args.parts,
                        "master": args.master, "load_start": load,
                        "load_end": [round(x, 2) for x in os.getloadavg()],
-                       "driver_memory": result.get("driver_memory"), "commit": _commit()},
+                       "driver_memory": result.get("driver_memory"),
+                       "driver_memory_set": bool(args.driver_memory), "commit": _commit()},
               "nights": nights, "published": result["published"], "failures": result["failures"],
               "changes": result.get("changes"), "rows": rows, "job_seconds": round(wall, 1)}
     _write(Path(args.out), "scale", stamp, report, _run_md(report))
@@ -113,7 +121,8 @@ def _run_md(r: dict) -> str:
     m = r["meta"]
     out = [f"## dblog run: {len(m['formats'])} source(s) ({', '.join(m['formats'])}) x {m['n']:,} "
            f"changes, {m['master']}", "",
-           f"spark.driver.memory {m['driver_memory']} (defaults, no setting); load average "
+           f"spark.driver.memory {m['driver_memory']} "
+           f"({'set: --driver-memory' if m.get('driver_memory_set') else 'defaults, no setting'}); load average "
            f"{m['load_start'][0]} at the start, {m['load_end'][0]} at the end; published: "
            f"{r['published']}; records read {r['rows'][0]['records']:,}; changes published "
            f"{r.get('changes')}", "",
