@@ -37,6 +37,20 @@ def _role(p: psutil.Process, root_pid: int) -> str:
     return "other"
 
 
+def anon_rss(pid: int, rss: int) -> int:
+    """A process's resident memory that is its own (``RssAnon`` + ``RssShmem`` of
+    ``/proc/<pid>/status``), without the pages of files it maps: the JVM maps shuffle and
+    cached blocks over ``spark.storage.memoryMapThreshold`` (2 MB), and those pages, page
+    cache the kernel takes back at will, count in its RSS. ``rss`` where /proc says nothing."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            got = {k: int(v.split()[0]) * 1024 for k, v in
+                   (line.decode().split(":", 1) for line in f if line.startswith((b"RssAnon", b"RssShmem")))}
+    except (OSError, ValueError, IndexError):
+        return rss
+    return sum(got.values()) if got else rss
+
+
 class Sampler(threading.Thread):
     def __init__(self, pid: int, interval: float = 0.2) -> None:
         super().__init__(daemon=True)
@@ -52,6 +66,7 @@ class Sampler(threading.Thread):
             return
         while not self.stop_flag.is_set():
             sums = {"driver": 0, "jvm": 0, "workers": 0, "other": 0}
+            jvm_anon = 0
             try:
                 procs = [root] + root.children(recursive=True)
             except psutil.NoSuchProcess:
@@ -69,17 +84,21 @@ class Sampler(threading.Thread):
                 if role is None:
                     role = self.roles[key] = _role(p, self.pid)
                 sums[role] += rss
+                if role == "jvm":
+                    jvm_anon += anon_rss(p.pid, rss)
             sums["tree"] = sum(sums.values())
+            sums["jvm_anon"] = jvm_anon
             self.samples.append((time.time(), sums))
             self.stop_flag.wait(self.interval)
 
     def peaks(self, t0: float | None = None, t1: float | None = None) -> dict:
-        """Peak MB per role (and of the tree) within [t0, t1] (the whole run when None)."""
-        out = {"driver": 0.0, "jvm": 0.0, "workers": 0.0, "tree": 0.0}
+        """Peak MB per role (and of the tree) within [t0, t1] (the whole run when None);
+        ``jvm_anon``: the JVM's own pages (``anon_rss``), without the files it maps."""
+        out = {"driver": 0.0, "jvm": 0.0, "workers": 0.0, "tree": 0.0, "jvm_anon": 0.0}
         for t, s in self.samples:
             if (t0 is None or t >= t0 - self.interval) and (t1 is None or t <= t1 + self.interval):
                 for k in out:
-                    out[k] = max(out[k], s[k] / MB)
+                    out[k] = max(out[k], s.get(k, 0) / MB)
         return {k: round(v, 1) for k, v in out.items()}
 
 

@@ -10,7 +10,9 @@
 (``DBLOG_DRIVER_MEMORY`` is removed from its environment: the defaults of ``dblog/spark.py``
 decide; ``--driver-memory 2g`` sets a heap instead, to show what a night needs within a
 small one), stage by stage (``order`` split into ``ordering``, ``tables`` and ``mirror``), with the peak
-memory of the JVM and the Python processes per stage and the 1-minute load average.
+memory of the JVM and the Python processes per stage and the 1-minute load average ("JVM own":
+the JVM's anonymous pages, ``measure.anon_rss``; its RSS also counts the shuffle blocks it
+maps from files, page cache the kernel can take back).
 
 ``tables`` writes one Rdb night per table count with the same number of changes, the
 catalog cloned to that many tables (the sample tables, renamed), orders each once and then
@@ -126,12 +128,13 @@ def _run_md(r: dict) -> str:
            f"{m['load_start'][0]} at the start, {m['load_end'][0]} at the end; published: "
            f"{r['published']}; records read {r['rows'][0]['records']:,}; changes published "
            f"{r.get('changes')}", "",
-           "| stage | seconds | records/s | JVM peak MB | driver py MB | workers MB | tree MB |",
-           "|---|---:|---:|---:|---:|---:|---:|"]
+           "| stage | seconds | records/s | JVM peak MB | JVM own MB | driver py MB | workers MB | tree MB |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for row in r["rows"]:
         mem = row["memory_mb"]
         out.append(f"| {row['stage']} | {row['seconds']:.1f} | {row['records_per_s']:,} | "
-                   f"{mem['jvm']:,.0f} | {mem['driver']:,.0f} | {mem['workers']:,.0f} | {mem['tree']:,.0f} |")
+                   f"{mem['jvm']:,.0f} | {mem.get('jvm_anon', 0):,.0f} | {mem['driver']:,.0f} | "
+                   f"{mem['workers']:,.0f} | {mem['tree']:,.0f} |")
     return "\n".join(out) + "\n"
 
 
