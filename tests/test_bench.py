@@ -145,3 +145,30 @@ def test_reorder_links_what_the_ordering_reads_of_the_kept_run(tmp_path):
     (run / UNITS_FILE).unlink()
     prepare(run, new)
     assert sorted(p.name for p in new.iterdir()) == sorted([EVENTS_DIR, MANIFEST])
+
+
+def test_sampler_counts_a_process_own_memory_apart_from_its_mapped_files(tmp_path):
+    """``anon_rss``: the pages a process owns (RssAnon + RssShmem), not the file pages it maps,
+    which its RSS counts (the JVM maps shuffle blocks; page cache, not its memory)."""
+    import mmap
+    import os
+
+    import psutil
+
+    from bench.measure import Sampler, anon_rss
+
+    me = os.getpid()
+    big = tmp_path / "mapped.bin"
+    big.write_bytes(os.urandom(1 << 20) * 64)               # 64 MB
+    with open(big, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+        before_rss, before_own = psutil.Process(me).memory_info().rss, anon_rss(me, -1)
+        assert sum(m[i] for i in range(0, len(m), 4096)) >= 0      # touch every page
+        after_rss, after_own = psutil.Process(me).memory_info().rss, anon_rss(me, -1)
+    assert after_rss - before_rss > 48 << 20                 # the mapped pages count in the RSS
+    assert abs(after_own - before_own) < 16 << 20            # not in the process's own pages
+    assert 0 < after_own < after_rss
+    assert anon_rss(2 ** 31 - 1, 7) == 7                     # no such process: the RSS given
+    # peaks of samples without the key (an old sampler's) read 0 for it
+    s = Sampler(me)
+    s.samples = [(1.0, {"driver": 1 << 20, "jvm": 2 << 20, "workers": 0, "tree": 3 << 20})]
+    assert s.peaks() == {"driver": 1.0, "jvm": 2.0, "workers": 0.0, "tree": 3.0, "jvm_anon": 0.0}
