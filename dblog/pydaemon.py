@@ -23,8 +23,8 @@ keys): Arrow's default memory pool on Linux is mimalloc, which by default commit
 arena eagerly; a worker's first large Arrow buffers (a resolve bucket's sort and take of
 400,000 rows) then cost about 0.5 CPU s more than the same task run again (measured in
 process: 1.11-1.26 s first, 0.60-0.69 s after; with ``MIMALLOC_ARENA_EAGER_COMMIT=0``
-0.70 s first). On the kept 1M Informix night the ordering took 0.3-0.6 s less in each of
-six A/B rounds (docs/BENCHMARK.md, "Twenty-fifth session").
+0.70 s first). On the kept 1M Informix night the ordering took 0.5-1.5 s less in five of
+six alternated pairs (docs/BENCHMARK.md, "Twenty-fifth session").
 
 It also keeps every task from re-reading zip directories (``lazy_zip_invalidation``):
 pyspark's worker calls ``importlib.invalidate_caches()`` at the start of every task, and on
