@@ -238,29 +238,53 @@ def start_python_workers(spark):
 
     if not _is_local(spark):
         return lambda: None
-    cores = max(1, int(spark.sparkContext.defaultParallelism))
+    sc = spark.sparkContext
+    cores = max(1, int(sc.defaultParallelism))
     errors: list[BaseException] = []
+    group = f"dblog-python-workers-{os.getpid()}-{os.urandom(4).hex()}"
 
     def run() -> None:
         from pyspark.sql.functions import udf
+        from pyspark.sql.types import IntegerType
 
-        sc = spark.sparkContext
-        sc.setJobDescription("decode: start the Python workers")
+        sc.setJobGroup(group, "decode: start the Python workers")
         try:
             # a row-at-a-time SQL Python UDF: the same workers as the decode's mapInArrow (a
             # SQL Python runner, the same interpreter and environment), but unlike
             # mapInArrow or Arrow UDFs its creation does not import pandas in the driver
             # (~0.45 s): the job starts at once
-            nothing = udf(_nothing, "int", useArrow=False)
+            # (the type as an object: a DDL string is parsed by the JVM's SQL parser, whose
+            # first use loads its classes, ~0.12 s before the job could start)
+            nothing = udf(_nothing, IntegerType(), useArrow=False)
             spark.range(0, cores, 1, cores).select(nothing("id")).collect()
         except BaseException as exc:  # noqa: BLE001 - reported by the decode job, if real
             errors.append(exc)
         finally:
+            sc.setLocalProperty("spark.jobGroup.id", None)
             sc.setJobDescription(None)
 
     thread = threading.Thread(target=run, name="dblog-python-workers", daemon=True)
     thread.start()
+    submitted(sc, group, thread)
     return thread.join
+
+
+def submitted(sc, group: str, thread, timeout: float = 2.0) -> bool:
+    """Wait until the job of ``group`` is submitted (or ``thread`` ended, or ``timeout``
+    seconds): the thread's py4j calls and the UDF's pickling need the GIL, and the driver's
+    framing that follows holds it, which delayed the workers' start by ~0.5 s on a 150 MB
+    night (docs/BENCHMARK.md, "Twenty-sixth session"). Returns whether it was seen."""
+    import time
+
+    tracker = sc.statusTracker()
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if tracker.getJobIdsForGroup(group):
+            return True
+        if not thread.is_alive():
+            return False
+        time.sleep(0.005)
+    return False
 
 
 # error classes of an archive lost whole: all its bytes are quarantined, and the source's

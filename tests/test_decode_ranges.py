@@ -199,3 +199,50 @@ def test_the_decode_counts_the_rows_in_each_hooks_scope(spark, night, tmp_path):
     (run_dir / D.UNITS_FILE).write_text(json.dumps(record))
     assert scoped_rows(manifest, run_dir, "db2luw") is None
 
+
+
+def test_the_python_workers_job_is_submitted_before_the_driver_goes_on(spark, monkeypatch):
+    """``start_python_workers`` returns once its job is submitted: the driver's framing that
+    follows holds the GIL and would otherwise hold back the job's py4j calls."""
+    import threading
+    import time
+
+    sc = spark.sparkContext
+    seen = []
+    real = D.submitted
+
+    def spy(sc_, group, thread, timeout=2.0):
+        ok = real(sc_, group, thread, timeout)
+        seen.append((ok, list(sc_.statusTracker().getJobIdsForGroup(group))))
+        return ok
+
+    monkeypatch.setattr(D, "submitted", spy)
+    D.start_python_workers(spark)()
+    assert len(seen) == 1 and seen[0][0] and seen[0][1], seen   # its job existed on return
+    assert sc.getLocalProperty("spark.jobGroup.id") is None
+
+    # ``submitted``: seen once the group's job exists; False at once for a thread that
+    # ended without one; False after the timeout for a thread still busy without one
+    def job():
+        sc.setJobGroup("dblog-test-submitted", "test")
+        try:
+            spark.range(3).count()
+        finally:
+            sc.setLocalProperty("spark.jobGroup.id", None)
+
+    t = threading.Thread(target=job)
+    t.start()
+    assert real(sc, "dblog-test-submitted", t, timeout=30)
+    t.join()
+    done = threading.Thread(target=lambda: None)
+    done.start()
+    done.join()
+    t0 = time.monotonic()
+    assert not real(sc, "dblog-test-never", done, timeout=30)
+    assert time.monotonic() - t0 < 5
+    busy = threading.Thread(target=time.sleep, args=(1.0,))
+    busy.start()
+    t0 = time.monotonic()
+    assert not real(sc, "dblog-test-never", busy, timeout=0.2)
+    assert 0.15 <= time.monotonic() - t0 < 0.9
+    busy.join()
