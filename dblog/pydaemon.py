@@ -33,6 +33,14 @@ directory again (CPython gh-103200, found by a Spark developer, fixed in 3.12 by
 lazily). The workers' path holds pyspark.zip, py4j's zip and Spark's core jar, 16 importers
 in all: measured 0.09-0.39 s at the start of every Python task (1M rdb decode, six tasks).
 
+And it imports pyspark and py4j from where the driver does when that is the same code
+(``prefer_installed``): Spark puts its ``pyspark.zip`` and py4j's zip first on the workers'
+path, and a zip holds sources only (``zipimport`` writes no bytecode cache), so the daemon
+compiled every pyspark module it imported, at every start: preload 0.81-0.89 s from the
+zips against 0.47-0.50 s from the installed packages (docs/BENCHMARK.md, "Twenty-sixth
+session"). The zips move behind an installed package of the same ``__version__`` only; a
+cluster whose Python has another pyspark, or none, keeps Spark's order.
+
 ``dblog.spark.daemon_settings`` sets the module only where the workers can import it; when
 they cannot, Spark's own daemon is kept (Spark does not fall back itself: a daemon that does
 not start fails every Python task).
@@ -161,9 +169,67 @@ def _preload_with_stdout_on_stderr() -> None:
         os.close(saved)
 
 
+# (package, how the zip Spark ships it is named) for ``prefer_installed``
+SHIPPED_ZIPS = (("pyspark", "pyspark.zip"), ("py4j", "py4j-*.zip"))
+
+
+def _version_in(text: str) -> str | None:
+    import re
+
+    m = re.search(r"""^__version__\s*(?::\s*str\s*)?=\s*['"]([^'"]+)['"]""", text, re.M)
+    return m.group(1) if m else None
+
+
+def _zip_version(zip_path: str, package: str) -> str | None:
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(zip_path) as z:
+            return _version_in(z.read(f"{package}/version.py").decode("utf-8", "replace"))
+    except (OSError, KeyError, zipfile.BadZipFile):
+        return None
+
+
+def _dir_version(folder: str, package: str) -> str | None:
+    try:
+        with open(os.path.join(folder, package, "version.py"), encoding="utf-8") as f:
+            return _version_in(f.read())
+    except OSError:
+        return None
+
+
+def prefer_installed(path: list[str] | None = None) -> list[str]:
+    """Move each zip of ``SHIPPED_ZIPS`` on ``path`` (``sys.path``) behind the directories,
+    when a directory on the path holds the same package with the same ``__version__``
+    (``version.py``), so that the package is imported from there, with its bytecode cache.
+    Returns the zips moved. Must run before the package is imported."""
+    import fnmatch
+
+    path = sys.path if path is None else path
+    moved = []
+    for package, pattern in SHIPPED_ZIPS:
+        zips = [p for p in path if fnmatch.fnmatch(os.path.basename(p), pattern) and os.path.isfile(p)]
+        if not zips or package in sys.modules:
+            continue
+        dirs = [p for p in path if p not in zips and os.path.isdir(os.path.join(p or ".", package))]
+        shipped = _zip_version(zips[0], package)
+        if shipped is None or not dirs or _dir_version(dirs[0], package) != shipped:
+            continue
+        for z in zips:
+            path.remove(z)
+            path.append(z)
+            moved.append(z)
+    return moved
+
+
 def main() -> None:
     for key, value in ALLOCATOR_ENV.items():
         os.environ.setdefault(key, value)
+    try:
+        prefer_installed()
+    except Exception as exc:  # noqa: BLE001 - the zips stay first, as Spark put them
+        print(f"dblog.pydaemon: pyspark is imported from Spark's zip: {exc}", file=sys.stderr,
+              flush=True)
     _preload_with_stdout_on_stderr()
     try:
         lazy_zip_invalidation()
@@ -187,7 +253,9 @@ def probe(_=None) -> dict:
         parent = ""
     import zipimport
 
-    return {"pid": os.getpid(), "parent": parent,
+    import pyspark
+
+    return {"pid": os.getpid(), "parent": parent, "pyspark": pyspark.__file__,
             "env": {k: os.environ.get(k) for k in ALLOCATOR_ENV},
             "lazy_zip": getattr(zipimport.zipimporter.invalidate_caches, "_dblog_lazy", False),
             "loaded": sorted(m for m in PRELOAD + ("decoders.rdb.decoder", "decoders.informix.decoder")

@@ -120,6 +120,52 @@ def test_spark_workers_are_forked_from_the_preloaded_daemon(spark):
         assert got["lazy_zip"] is (sys.version_info < (3, 12)), got
         # the allocator's options, set before pyarrow loaded (unless this environment set them)
         assert got["env"] == {k: os.environ.get(k, v) for k, v in pydaemon.ALLOCATOR_ENV.items()}
+        # pyspark from the installed package the driver uses (same version), not Spark's zip
+        import pyspark
+
+        assert got["pyspark"] == pyspark.__file__ and ".zip" not in got["pyspark"], got
+
+
+def _package(root: Path, name: str, version: str, zipped: str | None = None) -> str:
+    """A package ``name`` whose version.py says ``version``: a folder under ``root``, or a zip
+    named ``zipped``. Returns the path entry."""
+    import zipfile
+
+    text = f"__version__: str = '{version}'\n"
+    if zipped is None:
+        (root / name).mkdir(parents=True)
+        (root / name / "__init__.py").write_text("")
+        (root / name / "version.py").write_text(text)
+        return str(root)
+    path = root / zipped
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr(f"{name}/__init__.py", "")
+        z.writestr(f"{name}/version.py", text)
+    return str(path)
+
+
+def test_spark_zips_move_behind_installed_packages_of_the_same_version_only(tmp_path, monkeypatch):
+    monkeypatch.setattr(pydaemon, "SHIPPED_ZIPS", (("zz_spk", "zz_spk.zip"), ("zz_p4", "zz_p4-*.zip")))
+    site = tmp_path / "site"
+    zips = tmp_path / "zips"
+    zips.mkdir()
+    spk_zip = _package(zips, "zz_spk", "4.1.3", "zz_spk.zip")
+    p4_zip = _package(zips, "zz_p4", "0.10.9.9", "zz_p4-0.10.9.9-src.zip")
+    spk_dir = _package(site, "zz_spk", "4.1.3")
+    path = [str(tmp_path / "repo"), spk_zip, p4_zip, spk_dir]
+    # pyspark's twin installed: its zip moves to the end; py4j's has no twin and stays
+    assert pydaemon.prefer_installed(path) == [spk_zip]
+    assert path == [str(tmp_path / "repo"), p4_zip, spk_dir, spk_zip]
+    # another version installed: Spark's order is kept
+    other = _package(tmp_path / "other", "zz_p4", "0.10.9.7")
+    path = [p4_zip, other]
+    assert pydaemon.prefer_installed(path) == [] and path == [p4_zip, other]
+    # a zip without a readable version, or nothing installed: kept
+    bad = tmp_path / "zips" / "zz_spk.zip"
+    bad.write_bytes(b"not a zip")
+    path = [str(bad), spk_dir]
+    assert pydaemon.prefer_installed(path) == [] and path == [str(bad), spk_dir]
+    assert pydaemon.prefer_installed([p4_zip]) == []
 
 
 
