@@ -36,8 +36,26 @@ from .landing import read_archive
 from .sparkio import local_frame
 
 EVENTS_DIR = "events"
-UNIT_SCHEMA = "unit_id INT, payload STRING"
-RANGE_SCHEMA = "unit_id INT, ranges STRING"
+
+
+def _struct(*fields):
+    """A Spark schema of (name, type) pairs. The decode's schemas are objects, not DDL text:
+    pyspark has the JVM's SQL parser read DDL, and its first use in a driver loads its
+    classes (0.12-0.15 s, on the decode's critical path before the workers could start)."""
+    from pyspark.sql.types import StructField, StructType
+
+    return StructType([StructField(n, t) for n, t in fields])
+
+
+def _types():
+    from pyspark.sql.types import IntegerType, LongType, StringType
+
+    return IntegerType(), LongType(), StringType()
+
+
+_INT, _LONG, _STR = _types()
+UNIT_SCHEMA = _struct(("unit_id", _INT), ("payload", _STR))
+RANGE_SCHEMA = _struct(("unit_id", _INT), ("ranges", _STR))
 SPLIT_ENV = "DBLOG_SPLIT_BYTES"
 DEFAULT_SPLIT_BYTES = 32 << 20     # the largest range: a task decodes it in seconds
 MIN_SPLIT_BYTES = 4 << 20          # the smallest: below it a task costs more than it decodes
@@ -257,6 +275,11 @@ def start_python_workers(spark):
             # first use loads its classes, ~0.12 s before the job could start)
             nothing = udf(_nothing, IntegerType(), useArrow=False)
             spark.range(0, cores, 1, cores).select(nothing("id")).collect()
+            # the JVM's SQL parser loaded while the decode runs, not on the ordering's path
+            # (its first DDL schema: the decode's own are objects)
+            from pyspark.sql.types import _parse_datatype_string
+
+            _parse_datatype_string("unit_id INT")
         except BaseException as exc:  # noqa: BLE001 - reported by the decode job, if real
             errors.append(exc)
         finally:
@@ -360,8 +383,8 @@ def decode_unit(unit: dict) -> Iterator[pa.RecordBatch]:
         yield from sink.batches()
 
 
-WRITTEN_SCHEMA = ("unit_id INT, file STRING, rows BIGINT, bytes BIGINT, positions STRING, "
-                  "scoped BIGINT, carry BIGINT")
+WRITTEN_SCHEMA = _struct(("unit_id", _INT), ("file", _STR), ("rows", _LONG), ("bytes", _LONG),
+                         ("positions", _STR), ("scoped", _LONG), ("carry", _LONG))
 UNITS_FILE = "decode_units.json"   # per work unit: its file, rows and position run (run dir)
 # the kinds of rows whose positions must not repeat in a source's night (the ordering's
 # ``duplicate_position`` rule, ``accounting.POSITION_KINDS``)
