@@ -38,24 +38,22 @@ from .sparkio import local_frame
 EVENTS_DIR = "events"
 
 
-def _struct(*fields):
-    """A Spark schema of (name, type) pairs. The decode's schemas are objects, not DDL text:
-    pyspark has the JVM's SQL parser read DDL, and its first use in a driver loads its
-    classes (0.12-0.15 s, on the decode's critical path before the workers could start)."""
-    from pyspark.sql.types import StructField, StructType
-
-    return StructType([StructField(n, t) for n, t in fields])
-
-
-def _types():
-    from pyspark.sql.types import IntegerType, LongType, StringType
-
-    return IntegerType(), LongType(), StringType()
+# The decode's Spark schemas, as (name, type) pairs made objects on use (``spark_schema``),
+# not DDL text: pyspark has the JVM's SQL parser read DDL, and its first use in a driver
+# loads its classes (0.12-0.15 s, on the decode's critical path before the workers could
+# start). Built on use: importing this module imports no ``pyspark.sql``.
+UNIT_SCHEMA = (("unit_id", "int"), ("payload", "string"))
+RANGE_SCHEMA = (("unit_id", "int"), ("ranges", "string"))
 
 
-_INT, _LONG, _STR = _types()
-UNIT_SCHEMA = _struct(("unit_id", _INT), ("payload", _STR))
-RANGE_SCHEMA = _struct(("unit_id", _INT), ("ranges", _STR))
+def spark_schema(fields: tuple):
+    """The ``StructType`` of ``fields`` ((name, "int" | "long" | "string"), ...)."""
+    from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
+
+    types = {"int": IntegerType, "long": LongType, "string": StringType}
+    return StructType([StructField(n, types[t]()) for n, t in fields])
+
+
 SPLIT_ENV = "DBLOG_SPLIT_BYTES"
 DEFAULT_SPLIT_BYTES = 32 << 20     # the largest range: a task decodes it in seconds
 MIN_SPLIT_BYTES = 4 << 20          # the smallest: below it a task costs more than it decodes
@@ -182,7 +180,7 @@ def units_frame(spark, rows: list[tuple[int, str]]):
         try:
             for k, v in ONE_ROW_PER_PARTITION.items():
                 conf.set(k, v)
-            return local_frame(spark, rows, UNIT_SCHEMA)
+            return local_frame(spark, rows, spark_schema(UNIT_SCHEMA))
         finally:
             for k, v in before.items():
                 if v is None:
@@ -232,7 +230,7 @@ def plan_ranges(spark, manifest: dict, target: int | None = None) -> dict:
         found = [(i, split_archive(u, target)) for i, u in enumerate(big)]
     else:
         df = units_frame(spark, [(i, json.dumps(u)) for i, u in enumerate(big)])
-        got = df.mapInArrow(_split_partition(target), RANGE_SCHEMA).collect()
+        got = df.mapInArrow(_split_partition(target), spark_schema(RANGE_SCHEMA)).collect()
         found = [(row["unit_id"], json.loads(row["ranges"])) for row in got]
     out = {}
     for i, ranges in found:
@@ -383,8 +381,8 @@ def decode_unit(unit: dict) -> Iterator[pa.RecordBatch]:
         yield from sink.batches()
 
 
-WRITTEN_SCHEMA = _struct(("unit_id", _INT), ("file", _STR), ("rows", _LONG), ("bytes", _LONG),
-                         ("positions", _STR), ("scoped", _LONG), ("carry", _LONG))
+WRITTEN_SCHEMA = (("unit_id", "int"), ("file", "string"), ("rows", "long"), ("bytes", "long"),
+                  ("positions", "string"), ("scoped", "long"), ("carry", "long"))
 UNITS_FILE = "decode_units.json"   # per work unit: its file, rows and position run (run dir)
 # the kinds of rows whose positions must not repeat in a source's night (the ordering's
 # ``duplicate_position`` rule, ``accounting.POSITION_KINDS``)
@@ -554,7 +552,7 @@ def _decode_units(spark, manifest: dict, run_dir: Path) -> str:
         _write_units_file(run_dir, [])
         return str(out)
     units_df = units_frame(spark, [(i, json.dumps(u)) for i, u in enumerate(units)])
-    written = units_df.mapInArrow(_write_partition(str(out)), WRITTEN_SCHEMA).collect()
+    written = units_df.mapInArrow(_write_partition(str(out)), spark_schema(WRITTEN_SCHEMA)).collect()
     # one small row per unit (the units are few: the night's bytes / the split size)
     got = {r["unit_id"] for r in written}
     if got != set(range(len(units))):
