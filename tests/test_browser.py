@@ -265,19 +265,36 @@ class Ui:
 
     def set_datetime(self, index: int, day: dt.date, at: str = "00:00") -> None:
         """Fill the index-th date-time field of the dialog (a popover with date and time)."""
-        self.d.find_elements(self.By.CSS_SELECTOR, "[role=dialog] [data-testid=datetime-input]")[index].click()
-        date_in = self.find("[data-scope=popover][data-part=content] input[placeholder='YYYY/MM/DD']")
-        time_in = self.find("[data-scope=popover][data-part=content] input[placeholder='HH:mm']")
-        for el, value in ((date_in, day.strftime("%Y/%m/%d")), (time_in, at)):
-            el.click()
-            el.send_keys(self.Keys.CONTROL, "a")
-            el.send_keys(self.Keys.BACKSPACE)
-            el.send_keys(value)
-            el.send_keys(self.Keys.TAB)
+        fields = "[role=dialog] [data-testid=datetime-input]"
+        self.d.find_elements(self.By.CSS_SELECTOR, fields)[index].click()
+        popover = "[data-scope=popover][data-part=content] "
+        for css, value in ((popover + "input[placeholder='YYYY/MM/DD']", day.strftime("%Y/%m/%d")),
+                           (popover + "input[placeholder='HH:mm']", at)):
+            self.type_into(css, value)
         self.find("[role=dialog] h2, [role=dialog] header").click()  # close the popover
-        field = self.d.find_elements(self.By.CSS_SELECTOR, "[role=dialog] [data-testid=datetime-input]")[index]
+        # the field found again at each look: the dialog re-renders it when a value changes
         wait_for(f"date field {index} to show {day}",
-                 lambda: day.strftime("%b %-d, %Y") in field.text and at in field.text, 10, 0.5)
+                 lambda: (lambda text: day.strftime("%b %-d, %Y") in text and at in text)(
+                     self.d.find_elements(self.By.CSS_SELECTOR, fields)[index].text), 10, 0.5)
+
+    def type_into(self, css: str, value: str, attempts: int = 3) -> None:
+        """Replace the text of the input ``css`` with ``value`` (then TAB). The popover
+        re-renders its inputs when one changes (a ``StaleElementReferenceException`` on the
+        next one, seen once in CI): the input is found again and the typing redone."""
+        from selenium.common.exceptions import StaleElementReferenceException
+
+        for attempt in range(attempts):
+            el = self.find(css)
+            try:
+                el.click()
+                el.send_keys(self.Keys.CONTROL, "a")
+                el.send_keys(self.Keys.BACKSPACE)
+                el.send_keys(value)
+                el.send_keys(self.Keys.TAB)
+                return
+            except StaleElementReferenceException:
+                if attempt == attempts - 1:
+                    raise
 
     def ensure_unpause_checked(self) -> None:
         label = self.find_text("Unpause dblog_nightly on trigger").find_element(
