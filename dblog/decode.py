@@ -294,13 +294,17 @@ def submitted(sc, group: str, thread, timeout: float = 2.0) -> bool:
     """Wait until the job of ``group`` is submitted (or ``thread`` ended, or ``timeout``
     seconds): the thread's py4j calls and the UDF's pickling need the GIL, and the driver's
     framing that follows holds it, which delayed the workers' start by ~0.5 s on a 150 MB
-    night (docs/BENCHMARK.md, "Twenty-sixth session"). Returns whether it was seen."""
+    night (docs/BENCHMARK.md, "Twenty-sixth session"). Returns whether it was seen.
+
+    Any active job counts too: nothing else runs when the decode starts, and without
+    pyspark's pinned threads (``PYSPARK_PIN_THREAD=false``) a thread's job group may not
+    reach the JVM thread that submits its job."""
     import time
 
     tracker = sc.statusTracker()
     end = time.monotonic() + timeout
     while time.monotonic() < end:
-        if tracker.getJobIdsForGroup(group):
+        if tracker.getJobIdsForGroup(group) or tracker.getActiveJobsIds():
             return True
         if not thread.is_alive():
             return False

@@ -234,6 +234,12 @@ def test_the_python_workers_job_is_submitted_before_the_driver_goes_on(spark, mo
     t.start()
     assert real(sc, "dblog-test-submitted", t, timeout=30)
     t.join()
+    # a job without the group (a thread whose group did not reach the JVM) counts while active
+    slow = threading.Thread(target=lambda: spark.range(0, 2, 1, 2).selectExpr(
+        "java_method('java.lang.Thread', 'sleep', 1500L)").collect())
+    slow.start()
+    assert real(sc, "dblog-test-other-group", slow, timeout=30)
+    slow.join()
     done = threading.Thread(target=lambda: None)
     done.start()
     done.join()
