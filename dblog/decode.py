@@ -38,20 +38,18 @@ from .sparkio import local_frame
 EVENTS_DIR = "events"
 
 
-# The decode's Spark schemas, as (name, type) pairs made objects on use (``spark_schema``),
-# not DDL text: pyspark has the JVM's SQL parser read DDL, and its first use in a driver
-# loads its classes (0.12-0.15 s, on the decode's critical path before the workers could
-# start). Built on use: importing this module imports no ``pyspark.sql``.
-UNIT_SCHEMA = (("unit_id", "int"), ("payload", "string"))
-RANGE_SCHEMA = (("unit_id", "int"), ("ranges", "string"))
+# The decode's Spark schemas as Arrow schemas, made Spark's with ``from_arrow_schema`` on use
+# (as ``spark_event_schema`` and the segments' ``GROUP_SCHEMA``), not DDL text: pyspark has
+# the JVM's SQL parser read DDL, and its first use in a driver loads its classes (0.12-0.15 s,
+# on the decode's critical path before the workers could start).
+UNIT_SCHEMA = pa.schema([("unit_id", pa.int32()), ("payload", pa.string())])
+RANGE_SCHEMA = pa.schema([("unit_id", pa.int32()), ("ranges", pa.string())])
 
 
-def spark_schema(fields: tuple):
-    """The ``StructType`` of ``fields`` ((name, "int" | "long" | "string"), ...)."""
-    from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
+def spark_schema(schema: pa.Schema):
+    from pyspark.sql.pandas.types import from_arrow_schema
 
-    types = {"int": IntegerType, "long": LongType, "string": StringType}
-    return StructType([StructField(n, types[t]()) for n, t in fields])
+    return from_arrow_schema(schema)
 
 
 SPLIT_ENV = "DBLOG_SPLIT_BYTES"
@@ -385,8 +383,9 @@ def decode_unit(unit: dict) -> Iterator[pa.RecordBatch]:
         yield from sink.batches()
 
 
-WRITTEN_SCHEMA = (("unit_id", "int"), ("file", "string"), ("rows", "long"), ("bytes", "long"),
-                  ("positions", "string"), ("scoped", "long"), ("carry", "long"))
+WRITTEN_SCHEMA = pa.schema([("unit_id", pa.int32()), ("file", pa.string()), ("rows", pa.int64()),
+                            ("bytes", pa.int64()), ("positions", pa.string()),
+                            ("scoped", pa.int64()), ("carry", pa.int64())])
 UNITS_FILE = "decode_units.json"   # per work unit: its file, rows and position run (run dir)
 # the kinds of rows whose positions must not repeat in a source's night (the ordering's
 # ``duplicate_position`` rule, ``accounting.POSITION_KINDS``)
@@ -579,6 +578,4 @@ def _write_units_file(run_dir: Path, units: list[dict]) -> None:
 
 
 def spark_event_schema():
-    from pyspark.sql.pandas.types import from_arrow_schema
-
-    return from_arrow_schema(EVENT_SCHEMA)
+    return spark_schema(EVENT_SCHEMA)
