@@ -190,7 +190,14 @@ def units_frame(spark, rows: list[tuple[int, str]]):
 _UNITS_FRAME_LOCK = threading.Lock()
 
 
-DRIVER_FRAMING_MAX = 256 << 20   # bytes of big archives a local driver frames itself
+# bytes of big archives a local driver frames itself: the driver frames one archive after
+# another while the workers start (~1 s), a planning job frames them on every core only once
+# they have started; at ~400 MB/s (soliddb, lldf: docs/BENCHMARK.md, "Twenty-seventh
+# session") the driver is the sooner up to ~2 x 400 MB x 1 s on two cores (and ~1 s worth on
+# many). A format whose framing costs the driver more declares its own limit
+# (``DRIVER_FRAMING_MAX`` in its package: informix, whose split loads compiled code above
+# 128 MB that only a decoding process reuses).
+DRIVER_FRAMING_MAX = 640 << 20
 DRIVER_FRAMING_ENV = "DBLOG_DRIVER_FRAMING"   # "0": always the planning job (tests, comparisons)
 
 
@@ -201,10 +208,22 @@ def _is_local(spark) -> bool:
 def _frame_in_driver(spark, big: list[dict]) -> bool:
     """Frame the big archives in this process rather than in a planning job: on a local master
     (the driver reads the same disks as the workers) when they are few bytes (the driver frames
-    one archive after another, a job on every core)."""
-    if os.environ.get(DRIVER_FRAMING_ENV, "") == "0":
+    one archive after another, a job on every core): at most ``DRIVER_FRAMING_MAX`` in all, and
+    at most a format's own ``DRIVER_FRAMING_MAX`` of that format's."""
+    if os.environ.get(DRIVER_FRAMING_ENV, "") == "0" or not _is_local(spark):
         return False
-    return _is_local(spark) and sum(int(u["archives"][0]["size"]) for u in big) <= DRIVER_FRAMING_MAX
+    return driver_frames([(u["format"], int(u["archives"][0]["size"])) for u in big])
+
+
+def driver_frames(sizes: list[tuple[str, int]]) -> bool:
+    """Whether the driver frames archives of these (format, bytes) (``_frame_in_driver``)."""
+    per_format: dict[str, int] = {}
+    for fmt, size in sizes:
+        per_format[fmt] = per_format.get(fmt, 0) + size
+    if sum(per_format.values()) > DRIVER_FRAMING_MAX:
+        return False
+    return all(total <= getattr(get_format(fmt), "DRIVER_FRAMING_MAX", DRIVER_FRAMING_MAX)
+               for fmt, total in per_format.items())
 
 
 def plan_ranges(spark, manifest: dict, target: int | None = None) -> dict:
@@ -238,16 +257,30 @@ def plan_ranges(spark, manifest: dict, target: int | None = None) -> dict:
     return out
 
 
-def _nothing(value):
-    return 0
+def _started(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The workers' start job's function: one empty batch per task."""
+    for _ in batches:
+        pass
+    yield pa.RecordBatch.from_arrays([pa.array([], pa.int32())], schema=STARTED_SCHEMA)
+
+
+STARTED_SCHEMA = pa.schema([("started", pa.int32())])
 
 
 def start_python_workers(spark):
     """Start the Python workers of a local master (Spark's Python daemon and one worker per
-    core) in a background job, so that their start (~1.3 s: Python, ``pyspark.worker``, the
+    core) in a background job, so that their start (~1 s: Python, ``pyspark.worker``, the
     daemon's preloaded modules) overlaps the driver's planning instead of delaying the
     decode's first tasks. Returns a function that waits for it; a failure is left to the
-    decode job to report (it starts the same workers). Nothing happens on other masters."""
+    decode job to report (it starts the same workers). Nothing happens on other masters.
+
+    The job is a ``mapInArrow``, the decode's own kind of Python job, so that it also loads
+    what the first Arrow job of a process loads once (the JVM's Arrow writer and reader
+    classes and allocator, the workers' Arrow stream serializers): a row-at-a-time UDF
+    started the same workers, but the planning job's tasks then took 0.34-0.44 s to reach
+    their function, against 0.13-0.18 s after an Arrow start job (docs/BENCHMARK.md,
+    "Twenty-seventh session"). (pandas, which pyspark's Arrow path imports in the driver, is
+    loaded anyway: the session's creation imports ``pyspark.testing.utils``.)"""
     import threading
 
     if not _is_local(spark):
@@ -258,19 +291,12 @@ def start_python_workers(spark):
     group = f"dblog-python-workers-{os.getpid()}-{os.urandom(4).hex()}"
 
     def run() -> None:
-        from pyspark.sql.functions import udf
-        from pyspark.sql.types import IntegerType
-
         sc.setJobGroup(group, "decode: start the Python workers")
         try:
-            # a row-at-a-time SQL Python UDF: the same workers as the decode's mapInArrow (a
-            # SQL Python runner, the same interpreter and environment), but unlike
-            # mapInArrow or Arrow UDFs its creation does not import pandas in the driver
-            # (~0.45 s): the job starts at once
-            # (the type as an object: a DDL string is parsed by the JVM's SQL parser, whose
+            # (the schema as an object: a DDL string is parsed by the JVM's SQL parser, whose
             # first use loads its classes, ~0.12 s before the job could start)
-            nothing = udf(_nothing, IntegerType(), useArrow=False)
-            spark.range(0, cores, 1, cores).select(nothing("id")).collect()
+            spark.range(0, cores, 1, cores).mapInArrow(
+                _started, spark_schema(STARTED_SCHEMA)).collect()
             # the JVM's SQL parser loaded while the decode runs, not on the ordering's path
             # (its first DDL schema: the decode's own are objects)
             from pyspark.sql.types import _parse_datatype_string

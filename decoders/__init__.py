@@ -13,6 +13,8 @@ Each format is a package ``decoders.<format>`` exposing the same small face:
 ``OPTIONS``                 the format's options in ``sources.yaml``: name -> (default, check)
 ``HAS_IMAGES``             whether the log carries row images (before/after)
 ``check_column(column)``   what is wrong with a catalog column for this format, or None
+``DRIVER_FRAMING_MAX``     (optional) bytes of this format a local driver frames into ranges
+                           itself, when fewer than ``dblog.decode.DRIVER_FRAMING_MAX``
 
 Those names are cheap (the config and the DAG read them); ``decode`` and ``Synth`` import
 the decoder on first use. ``FORMATS`` is the registry (format -> package); ``get(format)``

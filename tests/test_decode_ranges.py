@@ -9,6 +9,7 @@ from pathlib import Path
 import pyarrow.dataset as pads
 import pytest
 
+import decoders
 from dblog import decode as D
 from dblog.config import load_config
 from dblog.paths import DataRoot
@@ -252,3 +253,19 @@ def test_the_python_workers_job_is_submitted_before_the_driver_goes_on(spark, mo
     assert not real(sc, "dblog-test-never", busy, timeout=0.2)
     assert 0.15 <= time.monotonic() - t0 < 0.9
     busy.join()
+
+
+def test_the_driver_frames_few_bytes_and_no_more_informix_than_its_numpy_pass_reads():
+    """A local driver frames up to ``DRIVER_FRAMING_MAX`` in all, and informix only below the
+    bytes at which its split loads the compiled pass (a load only decoding workers reuse)."""
+    from decoders.informix import columns as IC
+
+    mib = 1 << 20
+    assert D.driver_frames([("soliddb", 211 * mib), ("soliddb", 211 * mib)])
+    assert D.driver_frames([("lldf", 300 * mib), ("lldf", 300 * mib)])
+    assert not D.driver_frames([("lldf", 300 * mib), ("soliddb", 300 * mib), ("rdb", 100 * mib)])
+    limit = decoders.get("informix").DRIVER_FRAMING_MAX
+    assert limit < min(IC.NATIVE_MIN_BYTES, IC.NATIVE_AFTER_BYTES)
+    assert D.driver_frames([("informix", limit), ("rdb", 200 * mib)])
+    assert not D.driver_frames([("informix", 200 * mib), ("informix", 71 * mib)])
+    assert not D.driver_frames([("informix", limit // 2), ("informix", limit // 2 + 1)])

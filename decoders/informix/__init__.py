@@ -25,6 +25,12 @@ SEQUENTIAL = RESOLVE == "decoder"
 # option -> (default, check): a tuple of allowed values, ``bool``, or ``"codec"`` (a code page)
 OPTIONS: dict = {}
 HAS_IMAGES = False          # the log carries row images (before/after)
+# bytes of this format a local driver frames itself (``dblog.decode.DRIVER_FRAMING_MAX``):
+# ``split`` reads a text of 128 MB or more, or any text once a process has read 128 MB
+# (``columns.NATIVE_MIN_BYTES``, ``NATIVE_AFTER_BYTES``), with the compiled pass, whose load
+# (numba, 0.5-0.8 s) a driver that decodes nothing would pay only to frame; the planning
+# job's workers load it once for their decode too
+DRIVER_FRAMING_MAX = 120 << 20
 
 
 def check_column(column) -> str | None:
@@ -65,5 +71,5 @@ def __getattr__(name: str):
     return value
 
 
-__all__ = ["FORMAT", "HAS_IMAGES", "OPTIONS", "SEQUENTIAL", "archive_sort_key", "check_column",
+__all__ = ["DRIVER_FRAMING_MAX", "FORMAT", "HAS_IMAGES", "OPTIONS", "SEQUENTIAL", "archive_sort_key", "check_column",
            *_LAZY]
