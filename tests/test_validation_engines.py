@@ -58,6 +58,10 @@ def verdicts(spark, base, engine: str) -> tuple[bool, dict[str, bool], list[str]
         assert 0 < len(copies) < len(V.SUITES)
     success, failures, rows = V.summarize(res, spark, base / "checks")
     assert (base / f"docs_{engine}" / "index.html").is_file()
+    # the project defines no config variable: GX's scaffolded file (re-parsed on every
+    # configuration access) is gone, and the Checkpoint ran without it
+    assert not (project / "gx" / "uncommitted" / "config_variables.yml").exists()
+    assert (project / "gx" / "great_expectations.yml").is_file()
     return success, {f"{r['suite']}:{key(r)}": r["success"] for r in rows}, failures
 
 
