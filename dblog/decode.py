@@ -156,10 +156,42 @@ ONE_ROW_PER_PARTITION = {"spark.sql.execution.arrow.maxRecordsPerBatch": "1",
                          "spark.sql.execution.arrow.localRelationThreshold": "0"}
 
 
-def units_frame(spark, rows: list[tuple[int, str]]):
+# Python tasks per core a job of many small units aims at (``grouped``): Spark's JVM side of a
+# Python task costs ~50 ms between its launch and the call of its function (a JVM-only task
+# ~20 ms; docs/BENCHMARK.md, "Twenty-seventh session"), which the ordering's file jobs (one
+# unit per decoded file: 18-22 files of ~0.1 s each at 1M) paid once per file
+PYTHON_TASKS_PER_CORE = 2
+
+
+def grouped(rows: list[tuple[int, str]], sizes: list[int], cores: int
+            ) -> tuple[list[tuple[int, str]], int]:
+    """``rows`` (``units_frame``'s) laid out for ``units_frame(..., per_task=k)``: at most
+    ``PYTHON_TASKS_PER_CORE`` tasks per core, each of ``k`` consecutive rows (the last may
+    have fewer), their ``sizes`` (e.g. file bytes) balanced greedily (the biggest unit to
+    the least loaded task with room); with a task per unit, the biggest first. Returns
+    (rows, k)."""
+    n = len(rows)
+    tasks = max(1, min(n, PYTHON_TASKS_PER_CORE * max(1, int(cores))))
+    k = -(-n // tasks) if n else 1
+    if k <= 1:          # a task per unit: the biggest first
+        return [rows[i] for i in sorted(range(n), key=lambda i: -int(sizes[i]))], 1
+    count = -(-n // k)
+    room = [k] * (count - 1) + [n - k * (count - 1)]
+    load = [0] * count
+    groups: list[list[int]] = [[] for _ in range(count)]
+    for i in sorted(range(n), key=lambda i: -int(sizes[i])):
+        g = min((g for g in range(count) if room[g]), key=lambda g: (load[g], g))
+        groups[g].append(i)
+        room[g] -= 1
+        load[g] += int(sizes[i])
+    return [rows[i] for g in groups for i in g], k
+
+
+def units_frame(spark, rows: list[tuple[int, str]], per_task: int = 1):
     """The work units (``unit_id``, JSON payload) as a DataFrame with **one partition per
     unit**, so each unit is a task of its own and the scheduler hands the next unit to the
-    first free core (``work_units`` puts the biggest first).
+    first free core (``work_units`` puts the biggest first); with ``per_task``, one
+    partition per ``per_task`` consecutive rows (``grouped``).
 
     Shipped to the JVM as Arrow (``sparkio.local_frame``), one record batch per unit, read
     as an RDD of those batches (``localRelationThreshold`` 0: a ``LocalRelation`` would be
@@ -173,10 +205,12 @@ def units_frame(spark, rows: list[tuple[int, str]]):
     batch handed to Python held one row (the typed tables' writer took ten minutes at a
     million changes instead of ten seconds)."""
     conf = spark.conf
+    settings = {**ONE_ROW_PER_PARTITION,
+                "spark.sql.execution.arrow.maxRecordsPerBatch": str(max(1, int(per_task)))}
     with _UNITS_FRAME_LOCK:
-        before = {k: conf.get(k, None) for k in ONE_ROW_PER_PARTITION}
+        before = {k: conf.get(k, None) for k in settings}
         try:
-            for k, v in ONE_ROW_PER_PARTITION.items():
+            for k, v in settings.items():
                 conf.set(k, v)
             return local_frame(spark, rows, spark_schema(UNIT_SCHEMA))
         finally:

@@ -269,3 +269,18 @@ def test_the_driver_frames_few_bytes_and_no_more_informix_than_its_numpy_pass_re
     assert D.driver_frames([("informix", limit), ("rdb", 200 * mib)])
     assert not D.driver_frames([("informix", 200 * mib), ("informix", 71 * mib)])
     assert not D.driver_frames([("informix", limit // 2), ("informix", limit // 2 + 1)])
+
+
+def test_grouped_units_are_few_tasks_per_core_balanced_by_size_and_keep_every_row():
+    rows = [(i, f"u{i}") for i in range(22)]
+    sizes = [100 - 3 * i for i in range(22)]
+    out, k = D.grouped(rows, sizes, 2)
+    assert sorted(out) == rows and k == 6                  # 22 units -> 4 tasks of <= 6 rows
+    tasks = [out[i:i + k] for i in range(0, len(out), k)]
+    assert [len(t) for t in tasks] == [6, 6, 6, 4]
+    loads = [sum(sizes[u] for u, _ in t) for t in tasks]
+    assert max(loads[:3]) - min(loads[:3]) <= max(sizes)    # the full tasks carry about equal bytes
+    assert D.grouped(rows[:3], sizes[:3], 2) == (rows[:3], 1)   # few units: one per task
+    assert D.grouped([], [], 2) == ([], 1)
+    many, k = D.grouped(rows, sizes[::-1], 16)              # more task slots than units:
+    assert k == 1 and many == rows[::-1]                    # one each, the biggest first

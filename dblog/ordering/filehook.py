@@ -17,9 +17,9 @@ DataFrame hook most of the Informix ordering (docs/BENCHMARK.md, "Twentieth sess
 Two Spark jobs of Python tasks, one small row back per task (as the decode,
 ``decode.units_frame``):
 
-1. *split*: one task per input file (a decode unit's events, a held-state file) reads it a
-   batch at a time (every column but ``seg_data``) and appends each batch's rows to one
-   Arrow IPC file (uncompressed, ``IPC_COMPRESSION``), grouped by bucket: ``hash(source) + key`` modulo the number of
+1. *split*: a task per few input files (``decode.grouped``: Spark's per-task cost is
+   ~50 ms) reads each (a decode unit's events, a held-state file) a batch at a time
+   (every column but ``seg_data``) and appends each batch's rows to one Arrow IPC file (uncompressed, ``IPC_COMPRESSION``), grouped by bucket: ``hash(source) + key`` modulo the number of
    buckets; rows of a null key go to the bucket of the task's number. It returns, per
    bucket, the indexes of its record batches and their rows.
 2. *resolve*: one task per bucket reads its batches from every split file (random access
@@ -48,7 +48,7 @@ import pyarrow as pa
 from decoders import get as get_format
 from decoders.events import EVENT_SCHEMA
 
-from ..decode import PARQUET_OPTIONS, hidden_temp, units_frame
+from ..decode import PARQUET_OPTIONS, grouped, hidden_temp, units_frame
 from ..sparkio import task_count
 
 KEY = "RESOLVE_KEY"
@@ -318,7 +318,10 @@ def split_then_run(spark, label: str, specs: list[dict], split, tmp: Path, n: in
     try:
         specs = [{**x, "task": i, "out": str(tmp)} for i, x in enumerate(specs)]
         sc.setJobDescription(f"{label}: split {len(specs)} files into {n} buckets")
-        split_rows = units_frame(spark, [(i, json.dumps(x)) for i, x in enumerate(specs)]) \
+        rows, per_task = grouped([(i, json.dumps(x)) for i, x in enumerate(specs)],
+                                 [_size(x.get("path")) for x in specs],
+                                 sc.defaultParallelism)
+        split_rows = units_frame(spark, rows, per_task) \
             .mapInArrow(_split_job(split), SPLIT_SCHEMA).collect()
         if {r["task"] for r in split_rows} != set(range(len(specs))):
             raise RuntimeError(f"{label}: split tasks {sorted(r['task'] for r in split_rows)} "
@@ -348,6 +351,14 @@ def split_then_run(spark, label: str, specs: list[dict], split, tmp: Path, n: in
     finally:
         sc.setJobDescription(None)
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _size(path: str | None) -> int:
+    """A split input's bytes (0 when it has no file or the file is gone: its task says so)."""
+    try:
+        return os.path.getsize(path) if path else 0
+    except OSError:
+        return 0
 
 
 def parquet_files(folder: str | Path) -> list[str]:

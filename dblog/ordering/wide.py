@@ -228,11 +228,11 @@ def _write_partition(out_dir: str, run_id: str, date: str):
 def write_changes(spark, files: SourceFiles, seq_dir: Path, out_dir: Path, run_id: str,
                   date: str, held: list[dict] | None = None) -> dict[str, int]:
     """``changes`` from the ``seq`` rows (``seq_dir``, partitioned by ``_fid``) and the files
-    they name: one task per file, the biggest first. Returns {source: rows written}. With
-    ``held`` (``trxfiles.held_specs``: the held rows of each file that has some), the same
-    tasks also write the held state (their folder already made), a file holding held rows
-    but no published one getting a task of its own."""
-    from ..decode import units_frame
+    they name: a few files per task (``decode.grouped``), balanced by their bytes. Returns
+    {source: rows written}. With ``held`` (``trxfiles.held_specs``: the held rows of each
+    file that has some), the same tasks also write the held state (their folder already
+    made), a file holding held rows but no published one getting a task of its own."""
+    from ..decode import grouped, units_frame
 
     seq_dir, out_dir = Path(seq_dir), Path(out_dir)
     if out_dir.exists():
@@ -251,11 +251,12 @@ def write_changes(spark, files: SourceFiles, seq_dir: Path, out_dir: Path, run_i
     units += [(fid, h["path"], None) for fid, h in held_by.items() if fid not in published]
     if not units:
         return {}
-    units.sort(key=lambda u: -os.path.getsize(u[1]))
-    df = units_frame(spark, [(fid, json.dumps({"path": path, "seq": seq,
-                                               "held": held_by.get(fid)}))
-                             for fid, path, seq in units])
     sc = spark.sparkContext
+    rows, per_task = grouped([(fid, json.dumps({"path": path, "seq": seq, "held": held_by.get(fid)}))
+                              for fid, path, seq in units],
+                             [os.path.getsize(path) for _fid, path, _seq in units],
+                             sc.defaultParallelism)
+    df = units_frame(spark, rows, per_task)
     sc.setJobDescription("write changes (rows taken from their files)")
     try:
         written = df.mapInArrow(_write_partition(str(out_dir), run_id, date), WRITTEN_SCHEMA).collect()
