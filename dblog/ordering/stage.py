@@ -6,7 +6,7 @@ whatever the night's size: every step is a join or an aggregation on keys (spill
 Spark; the joins with the transactions hold one partition of their narrow rows, see
 ``classify.hash_side``), the wide columns (row images) are never shuffled: the published
 changes are decided on narrow rows tagged with their file and row index and then taken from
-those files by one Python task per file (``wide``), and narrow intermediate datasets are
+those files by Python tasks of a few files each (``wide``), and narrow intermediate datasets are
 materialised under ``<run_dir>/ordering/`` so that every output reads them instead of
 recomputing:
 

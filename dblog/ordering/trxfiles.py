@@ -9,11 +9,12 @@ rows are in local Parquet files as the decode, the hook on files (``filehook``) 
 reassembly wrote them, the same pass runs in two Spark jobs of Python tasks
 (``filehook.split_then_run``):
 
-1. *split*: one task per file (a decode unit's events without the rows a hook replaced, the
-   resolved rows, a held-state file, the reassembled segment groups) reads the columns the
-   pass needs, keeps the rows of a transaction (a ``trx_id``, not ``carry``) and appends
-   them to an Arrow IPC file grouped by bucket: ``crc32(source) + crc32(trx_id)`` modulo
-   the bucket count (``filehook.bucket_count``);
+1. *split*: a task per few files (``decode.grouped``; a file is a decode unit's events
+   without the rows a hook replaced, the resolved rows, a held-state file, the reassembled
+   segment groups) reads each file's columns the pass needs, keeps the rows of a
+   transaction (a ``trx_id``, not ``carry``) and appends them to an Arrow IPC file grouped
+   by bucket: ``crc32(source) + crc32(trx_id)`` modulo the bucket count
+   (``filehook.bucket_count``);
 2. *summarise*: one task per bucket (every row of each of its transactions) summarises
    the whole bucket (``bucketsum.Summary``: the rules of ``transactions.summarize`` and
    ``transactions.categories`` on integer group numbers, no sort, no join by the string
