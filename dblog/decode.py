@@ -151,7 +151,8 @@ def _split_partition(target: int):
     return run
 
 
-# the Arrow conversion's settings that give ``units_frame`` one partition per row
+# the Arrow conversion's settings that give ``units_frame`` one partition per row (its
+# ``per_task`` sets the rows per batch, hence per partition)
 ONE_ROW_PER_PARTITION = {"spark.sql.execution.arrow.maxRecordsPerBatch": "1",
                          "spark.sql.execution.arrow.localRelationThreshold": "0"}
 
@@ -185,6 +186,15 @@ def grouped(rows: list[tuple[int, str]], sizes: list[int], cores: int
         room[g] -= 1
         load[g] += int(sizes[i])
     return [rows[i] for g in groups for i in g], k
+
+
+def file_bytes(path: str | None) -> int:
+    """A unit's file bytes, for ``grouped`` (0 without a file, or when it is gone: its task
+    says so)."""
+    try:
+        return os.path.getsize(path) if path else 0
+    except OSError:
+        return 0
 
 
 def units_frame(spark, rows: list[tuple[int, str]], per_task: int = 1):
@@ -291,14 +301,14 @@ def plan_ranges(spark, manifest: dict, target: int | None = None) -> dict:
     return out
 
 
+STARTED_SCHEMA = pa.schema([("started", pa.int32())])
+
+
 def _started(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """The workers' start job's function: one empty batch per task."""
     for _ in batches:
         pass
     yield pa.RecordBatch.from_arrays([pa.array([], pa.int32())], schema=STARTED_SCHEMA)
-
-
-STARTED_SCHEMA = pa.schema([("started", pa.int32())])
 
 
 def start_python_workers(spark):

@@ -19,9 +19,10 @@ Two Spark jobs of Python tasks, one small row back per task (as the decode,
 
 1. *split*: a task per few input files (``decode.grouped``: Spark's per-task cost is
    ~50 ms) reads each (a decode unit's events, a held-state file) a batch at a time
-   (every column but ``seg_data``) and appends each batch's rows to one Arrow IPC file (uncompressed, ``IPC_COMPRESSION``), grouped by bucket: ``hash(source) + key`` modulo the number of
-   buckets; rows of a null key go to the bucket of the task's number. It returns, per
-   bucket, the indexes of its record batches and their rows.
+   (every column but ``seg_data``) and appends each batch's rows to one Arrow IPC file
+   (uncompressed, ``IPC_COMPRESSION``), grouped by bucket: ``hash(source) + key`` modulo
+   the number of buckets; rows of a null key go to the bucket of the file's number. It
+   returns, per file and bucket, the indexes of its record batches and their rows.
 2. *resolve*: one task per bucket reads its batches from every split file (random access
    into the IPC files), hands them to ``resolve_table`` and writes its output as one Parquet
    file into the resolved folder (a hidden name, renamed when whole: a retried task
@@ -48,7 +49,7 @@ import pyarrow as pa
 from decoders import get as get_format
 from decoders.events import EVENT_SCHEMA
 
-from ..decode import PARQUET_OPTIONS, grouped, hidden_temp, units_frame
+from ..decode import PARQUET_OPTIONS, file_bytes, grouped, hidden_temp, units_frame
 from ..sparkio import task_count
 
 KEY = "RESOLVE_KEY"
@@ -319,7 +320,7 @@ def split_then_run(spark, label: str, specs: list[dict], split, tmp: Path, n: in
         specs = [{**x, "task": i, "out": str(tmp)} for i, x in enumerate(specs)]
         sc.setJobDescription(f"{label}: split {len(specs)} files into {n} buckets")
         rows, per_task = grouped([(i, json.dumps(x)) for i, x in enumerate(specs)],
-                                 [_size(x.get("path")) for x in specs],
+                                 [file_bytes(x.get("path")) for x in specs],
                                  sc.defaultParallelism)
         split_rows = units_frame(spark, rows, per_task) \
             .mapInArrow(_split_job(split), SPLIT_SCHEMA).collect()
@@ -351,14 +352,6 @@ def split_then_run(spark, label: str, specs: list[dict], split, tmp: Path, n: in
     finally:
         sc.setJobDescription(None)
         shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _size(path: str | None) -> int:
-    """A split input's bytes (0 when it has no file or the file is gone: its task says so)."""
-    try:
-        return os.path.getsize(path) if path else 0
-    except OSError:
-        return 0
 
 
 def parquet_files(folder: str | Path) -> list[str]:

@@ -232,7 +232,7 @@ def write_changes(spark, files: SourceFiles, seq_dir: Path, out_dir: Path, run_i
     {source: rows written}. With ``held`` (``trxfiles.held_specs``: the held rows of each
     file that has some), the same tasks also write the held state (their folder already
     made), a file holding held rows but no published one getting a task of its own."""
-    from ..decode import grouped, units_frame
+    from ..decode import file_bytes, grouped, units_frame
 
     seq_dir, out_dir = Path(seq_dir), Path(out_dir)
     if out_dir.exists():
@@ -252,9 +252,10 @@ def write_changes(spark, files: SourceFiles, seq_dir: Path, out_dir: Path, run_i
     if not units:
         return {}
     sc = spark.sparkContext
-    rows, per_task = grouped([(fid, json.dumps({"path": path, "seq": seq, "held": held_by.get(fid)}))
+    rows, per_task = grouped([(fid, json.dumps({"path": path, "seq": seq,
+                                                "held": held_by.get(fid)}))
                               for fid, path, seq in units],
-                             [os.path.getsize(path) for _fid, path, _seq in units],
+                             [file_bytes(path) for _fid, path, _seq in units],
                              sc.defaultParallelism)
     df = units_frame(spark, rows, per_task)
     sc.setJobDescription("write changes (rows taken from their files)")

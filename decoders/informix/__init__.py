@@ -71,5 +71,5 @@ def __getattr__(name: str):
     return value
 
 
-__all__ = ["DRIVER_FRAMING_MAX", "FORMAT", "HAS_IMAGES", "OPTIONS", "SEQUENTIAL", "archive_sort_key", "check_column",
-           *_LAZY]
+__all__ = ["DRIVER_FRAMING_MAX", "FORMAT", "HAS_IMAGES", "OPTIONS", "SEQUENTIAL", "archive_sort_key",
+           "check_column", *_LAZY]
