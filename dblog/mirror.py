@@ -406,9 +406,10 @@ def _key_text(v, kind: str):
 
 
 # the raw JSON tokens a key value is taken as written, because ``key_of`` writes the same
-# text: an integer of at most 18 digits with no leading zero and not ``-0`` (the parser
-# writes it back as it is), a string without escapes (quoted as it is), null
-_INT_TOKEN = r"(?:0|-?[1-9][0-9]{0,17})"
+# text: an integer of at most 38 digits (DECIMAL's precision; a BIGINT has 19) with no
+# leading zero and not ``-0`` (the parser writes it back as it is, past a long's range
+# too: ``tests/test_mirror.py``), a string without escapes (quoted as it is), null
+_INT_TOKEN = r"(?:0|-?[1-9][0-9]{0,37})"
 _STR_TOKEN = '"[^' + _ESCAPES[1:] + '*"'   # none of the characters ``_key_text`` escapes
 
 

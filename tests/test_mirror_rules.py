@@ -130,7 +130,8 @@ def test_keys_from_one_parse_equal_key_of(spark):
 def test_leading_keys_cut_from_the_image_equal_key_of(spark):
     """A key that is the image's first fields is cut from the image as written
     (``leading_key_pattern``) only when ``key_of`` writes the same text, else parsed: integers
-    (minus zero, leading zeros, 19 digits, exponents and floats parsed), strings with and
+    (minus zero, leading zeros, exponents and floats parsed; 19 digits, past a long's range
+    and up to 38 digits cut, 39 parsed), strings with and
     without escapes, nulls, a key not first, a key's name inside a string or a nested value
     before it, no space after a colon; then seeded random images of typed rows rendered by
     the project's ``RowRenderer``, keys first or not, against ``key_of``."""
@@ -148,7 +149,9 @@ def test_leading_keys_cut_from_the_image_equal_key_of(spark):
                              "key": list(k), "columns": list(c)} for t, k, c in tables])
     plan = key_plan(meta)
     hand = ['{"ID": 5, "K2": "a", "V": "x"}', '{"ID": -0, "K2": "a"}', '{"ID": 007, "K2": "a"}',
-            '{"ID": 1234567890123456789, "K2": "a"}', '{"ID": 1e3, "K2": "a"}', '{"ID": 2.50, "K2": "a"}',
+            '{"ID": 1234567890123456789, "K2": "a"}', '{"ID": -9223372036854775809, "K2": "a"}',
+            '{"ID": 1%s, "K2": "a"}' % ("0" * 37), '{"ID": -1%s, "K2": "a"}' % ("0" * 38),
+            '{"ID": 1e3, "K2": "a"}', '{"ID": 2.50, "K2": "a"}',
             '{"ID": null, "K2": null}', '{"ID": 5, "K2": "a\\"b"}', '{"ID": 5, "K2": "\\u00e9"}',
             '{"ID": 5, "K2": "é"}', '{"ID":5, "K2": "a"}', '{"K2": "a", "ID": 5}', '{"ID": 5}',
             '{"V": "{\\"ID\\": 1, ", "ID": 9}', '{"V": {"ID": 1}, "ID": 9}', '{"ID": "5", "K2": "a"}',
@@ -157,7 +160,8 @@ def test_leading_keys_cut_from_the_image_equal_key_of(spark):
     rng = random.Random(20261128)
     for n in range(400):
         t, _, cols = tables[n % len(tables)]
-        values = [rng.choice([rng.randrange(-10 ** 12, 10 ** 12), 0, None]) if c.name == "ID"
+        values = [rng.choice([rng.randrange(-10 ** 12, 10 ** 12), rng.randrange(-2 ** 63, 2 ** 63),
+                              0, None]) if c.name == "ID"
                   else rng.choice([None, "", "k", 'q"', "tab\t", "é€", "\u0001", str(rng.random())])
                   for c in cols]
         rows.append((t, RowRenderer(cols)(values)))
@@ -173,6 +177,10 @@ def test_leading_keys_cut_from_the_image_equal_key_of(spark):
             "img", leading_key_pattern((("ID", "num"), ("K2", "str"))), 1).alias("c"))
     first = [r for r in cut.collect() if r["table_id"] == "1" and r["n"] >= len(hand) * 4]
     assert first and sum(r["c"] != "" for r in first) >= len(first) // 2
+    # (a BIGINT of 19 digits and integers past a long's range are cut too)
+    assert {r["n"]: r["c"] for r in cut.collect() if r["table_id"] == "1" and r["n"] in (3, 4, 5)} \
+        == {3: '"ID": 1234567890123456789, "K2": "a"', 4: '"ID": -9223372036854775809, "K2": "a"',
+            5: '"ID": 1%s, "K2": "a"' % ("0" * 37)}
 
 
 def _row(i, v, k2="x"):
