@@ -119,16 +119,188 @@ def _text(value):
 
 
 def image_fields(texts: list, names: list[str]) -> list[list]:
-    """JSON object texts (or None) -> per name, the field's text (None when absent/null)."""
+    """JSON object texts (or None) -> per name, the field's text (None when absent/null): one
+    image at a time (``json``). The careful path of ``field_texts``. An image that is not a
+    JSON object (not JSON at all) gives nulls, as Spark's ``from_json`` does."""
     out: list[list] = [[] for _ in names]
     for text in texts:
-        obj = _decode(text) if text is not None else None
+        try:
+            obj = _decode(text) if text is not None else None
+        except (ValueError, RecursionError):     # (not JSON; nested past the parser)
+            obj = None
         if not isinstance(obj, dict):
             for col in out:
                 col.append(None)
             continue
         for col, name in zip(out, names):
             col.append(_text(obj.get(name)))
+    return out
+
+
+# A JSON value as ``image_fields`` reads it, for the images the renderers write: a string
+# without raw control characters (JSON forbids them; ``json`` rejects the image), with the
+# escapes JSON allows; a number (the grammar of ``json``'s, ASCII digits); a constant; a BLOB
+# reference. Anything else (nested values, other spacing) is left to ``image_fields``.
+_STRING_TOKEN = r'"(?:[^"\\\x00-\x1f]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*"'
+_VALUE_TOKEN = ("(?:" + _STRING_TOKEN + r"|-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?"
+                r'|null|true|false|NaN|-?Infinity|\{"blob_id": [0-9]+\})')
+
+
+def _literal(text: str) -> str:
+    """``text`` as an RE2 pattern matching it literally (ASCII punctuation as ``\\xHH``)."""
+    return "".join(c if c.isalnum() or ord(c) > 127 else f"\\x{ord(c):02x}" for c in text)
+
+
+def image_pattern(names: list[str]) -> str:
+    """An RE2 pattern matching a whole canonical row image of the columns ``names`` in that
+    order (``codecs.RowRenderer``: ``{"NAME": value, ...}``)."""
+    fields = ", ".join(_literal(json.dumps(n)) + ": " + _VALUE_TOKEN for n in names)
+    return r"^\{" + fields + r"\}$"
+
+
+_QUOTE, _BACKSLASH, _COMMA = ord('"'), ord("\\"), ord(",")
+
+
+def _escaped(data, quotes):
+    """Which of the quotes at ``quotes`` (byte offsets into ``data``) are escaped: preceded
+    by an odd run of backslashes (numpy; the runs are short, one step per backslash)."""
+    import numpy as np
+
+    esc = np.zeros(len(quotes), bool)
+    has = np.flatnonzero(quotes > 0)
+    cand = has[data[quotes[has] - 1] == _BACKSLASH]
+    run = np.zeros(len(cand), np.int64)
+    pos = quotes[cand] - 1
+    alive = np.arange(len(cand))
+    while len(alive):
+        run[alive] += 1
+        pos[alive] -= 1
+        p = pos[alive]
+        alive = alive[(p >= 0) & (data[np.maximum(p, 0)] == _BACKSLASH)]
+    esc[cand] = run % 2 == 1
+    return esc
+
+
+def _value_spans(images: pa.Array, ok, names: list[str]):
+    """For the images of rows ``ok`` (numpy indexes, increasing), each matched by
+    ``image_pattern(names)``: the byte span [start, end) of each column's value in the
+    array's data buffer, as two (rows, columns) numpy arrays; None when the images do not
+    split as the pattern says (they then take the careful path)."""
+    import numpy as np
+
+    k = len(names)
+    offsets = np.frombuffer(images.buffers()[1], np.int32)[images.offset:images.offset + len(images) + 1]
+    data = np.frombuffer(images.buffers()[2], np.uint8)
+    row_start, row_end = offsets[ok].astype(np.int64), offsets[ok + 1].astype(np.int64)
+    lo, hi = int(row_start[0]), int(row_end[-1])
+    window = data[lo:hi]
+    quotes = np.flatnonzero(window == _QUOTE) + lo
+    quotes = quotes[~_escaped(data, quotes)]
+    commas = np.flatnonzero(window == _COMMA) + lo
+    # a comma between two values is outside every string: an even number of unescaped
+    # quotes between its image's start and it (a matched image's strings are closed)
+    row = np.searchsorted(row_start, commas, "right") - 1
+    inside = commas < row_end[row]
+    commas, row = commas[inside], row[inside]
+    depth = np.searchsorted(quotes, commas) - np.searchsorted(quotes, row_start)[row]
+    commas = commas[depth % 2 == 0]
+    if len(commas) != len(ok) * (k - 1):
+        return None
+    cuts = commas.reshape(len(ok), k - 1)
+    field_start = np.concatenate([row_start[:, None] + 1, cuts + 2], axis=1)
+    ends = np.concatenate([cuts, row_end[:, None] - 1], axis=1)
+    prefix = np.array([len(json.dumps(n)) + 2 for n in names], np.int64)
+    return field_start + prefix, ends
+
+
+def _gather(images: pa.Array, starts, ends) -> pa.Array:
+    """The strings at byte spans [starts, ends) (increasing, not overlapping) of the data
+    buffer of ``images``, copied once (``take`` of every other string of an array whose
+    offsets are the spans' bounds)."""
+    import numpy as np
+
+    n = len(starts)
+    if n == 0:
+        return pa.array([], pa.string())
+    bounds = np.empty(2 * n, np.int32)
+    bounds[0::2], bounds[1::2] = starts, ends
+    spans = pa.StringArray.from_buffers(2 * n - 1, pa.py_buffer(bounds), images.buffers()[2])
+    return spans.take(pa.array(np.arange(0, 2 * n, 2, dtype=np.int64)))
+
+
+def field_texts(images, names: list[str]) -> list[pa.Array]:
+    """Row images (an Arrow string column; null: no image) -> per name, the field's text as
+    ``image_fields`` gives it (null when absent or JSON null), as Arrow string arrays.
+
+    The images the decoders write (every catalog column, in order, ``RowRenderer``'s
+    spacing) are recognised by one RE2 match per image (``image_pattern``, no capture) and
+    cut at the commas between their values (numpy over the column's bytes: the commas
+    outside strings); the values are then taken as written (a string without its quotes,
+    one with an escape through ``json``, value by value; a BLOB reference as compact JSON).
+    An image the pattern does not match (another column order, nested values, invalid
+    JSON ...) goes through ``image_fields``, so every image gets exactly the texts
+    ``image_fields`` gives (``tests/test_tables.py``)."""
+    import numpy as np
+
+    if isinstance(images, pa.ChunkedArray):
+        images = images.combine_chunks()
+    if images.type != pa.string():
+        images = images.cast(pa.string())
+    n = len(images)
+    if not names:
+        return []
+    matched = pc.fill_null(pc.match_substring_regex(images, image_pattern(names)), False) \
+        .to_numpy(zero_copy_only=False)
+    ok = np.flatnonzero(matched)
+    spans = _value_spans(images, ok, names) if len(ok) else None
+    if spans is None:
+        ok = ok[:0]
+    valid = images.is_valid().to_numpy(zero_copy_only=False)
+    rest = np.flatnonzero(valid & ~np.isin(np.arange(n), ok)) if len(ok) \
+        else np.flatnonzero(valid)
+    slow = image_fields(images.take(pa.array(rest, pa.int64())).to_pylist(), names) \
+        if len(rest) else None
+    data = np.frombuffer(images.buffers()[2], np.uint8) if len(ok) else None
+    backslashes = np.flatnonzero(data == _BACKSLASH) if len(ok) else None
+    # row -> its place among the matched rows (null for the others)
+    place = np.full(n, -1, np.int64)
+    place[ok] = np.arange(len(ok))
+    where = pa.array(place, mask=place < 0)
+    out = []
+    for i in range(len(names)):
+        if len(ok):
+            s, e = spans[0][:, i], spans[1][:, i]
+            first = data[s]
+            quoted = first == _QUOTE
+            s, e = np.where(quoted, s + 1, s), np.where(quoted, e - 1, e)
+            null = first == ord("n")
+            odd = quoted & (np.searchsorted(backslashes, e) > np.searchsorted(backslashes, s))
+            texts = _gather(images, s, e)
+            if null.any():
+                texts = pc.if_else(pa.array(null), pa.scalar(None, pa.string()), texts)
+            blob = first == ord("{")
+            if blob.any():     # a BLOB reference: its compact JSON (``_raw``)
+                texts = pc.if_else(pa.array(blob), pc.replace_substring(
+                    texts, '{"blob_id": ', '{"blob_id":', max_replacements=1), texts)
+            text = texts.take(where)
+        else:
+            odd = np.zeros(0, bool)
+            text = pa.nulls(n, pa.string())
+        # the values with an escape through ``json``, and the careful rows
+        fixes: dict = {}
+        if odd.any():
+            rows = ok[odd]
+            raw = _gather(images, spans[0][odd, i], spans[1][odd, i]).to_pylist()
+            fixes.update(zip(rows.tolist(), (_text(_decode(t)) for t in raw)))
+        if len(rest):
+            fixes.update(zip(rest.tolist(), slow[i]))
+        if fixes:
+            mask = np.zeros(n, bool)
+            keys = sorted(fixes)
+            mask[keys] = True
+            text = pc.replace_with_mask(text, pa.array(mask),
+                                        pa.array([fixes[k] for k in keys], pa.string()))
+        out.append(text)
     return out
 
 
@@ -143,8 +315,20 @@ def _one(text: str, typ: pa.DataType):
         return None
 
 
-def cast_texts(texts: list, typ: pa.DataType) -> pa.Array:
-    """Field texts -> an Arrow array of ``typ`` (vectorised; value by value when some fail)."""
+def cast_texts(texts, typ: pa.DataType) -> pa.Array:
+    """Field texts (a list or an Arrow string array) -> an Arrow array of ``typ``
+    (vectorised; value by value when some fail)."""
+    if isinstance(texts, (pa.Array, pa.ChunkedArray)):
+        if pa.types.is_string(typ):
+            return texts
+        if pa.types.is_binary(typ):
+            texts = texts.to_pylist()
+        else:
+            try:
+                return pc.cast(texts, typ)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                return pa.array([None if t is None else _one(t, typ) for t in texts.to_pylist()],
+                                typ)
     if pa.types.is_string(typ):
         return pa.array(texts, pa.string())
     if pa.types.is_binary(typ):
@@ -167,7 +351,7 @@ def typed_batch(rows: pa.Table, columns: list[tuple[str, str]], schema: pa.Schem
     names = [n for n, _ in columns]
     arrays = [rows.column(n).cast(t) for n, t in META_FIELDS]
     for image in ("before", "after"):
-        fields = image_fields(rows.column(image).to_pylist(), names)
+        fields = field_texts(rows.column(image), names)
         arrays += [cast_texts(vals, arrow_type(st)) for vals, (_, st) in zip(fields, columns)]
     return pa.Table.from_arrays(arrays, schema=schema)
 

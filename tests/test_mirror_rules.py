@@ -73,6 +73,49 @@ def test_image_fields_keep_nested_values_as_written():
         ["1e3", None, None, None], ["s", None, None, None]]
 
 
+def test_field_texts_equal_image_fields_image_by_image():
+    """``field_texts`` (the typed tables' split of the images by column: one RE2 match,
+    numpy cuts) gives exactly ``image_fields``' texts (``json`` image by image): seeded
+    images of every type rendered by RowRenderer (escapes, BLOB references, NaN, long
+    digits), and the same images broken or changed (raw control characters, a comma and a
+    field name inside a string, backslash runs before quotes, columns missing, reordered
+    or repeated, other spacing, nested values, not an object, not JSON, null); in one
+    chunk, chunked and sliced. The canonical images take the fast path."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from dblog.tables import field_texts, image_fields, image_pattern
+
+    rng = random.Random(20261130)
+    names = [c.name for c in COLS]
+    renderer = RowRenderer(COLS)
+    texts = []
+    for _ in range(600):
+        row = [rng.choice([default_value(c, rng), None]) for c in COLS]
+        if rng.random() < 0.3:
+            row[5] = rng.choice(['a, "K2": 5', 'q"\\', "\\", "\\\\", '\\"', "é\u2028€", "\x01",
+                                 "tab\t", "}", "{", ",", '", "S": "x'])
+        texts.append(renderer(row))
+    canonical = len(texts)
+    for t in texts[:200]:
+        texts += [t.replace(", ", ",", 1), t.replace('"ID": ', '"ID":  ', 1), t[:-1],
+                  t.replace('"S": null', '"S": "\x02"'), t.replace('"K2"', '"X2"', 1),
+                  "{" + t[t.index(", ") + 2:], t[:-1] + ', "ID": 7}', t.replace("null", "[1, {}]", 1),
+                  t.replace('"ID": ', '"ID": -0', 1), t.replace('"ID": ', '"ID": 01', 1)]
+    texts += [None, "", "[]", "null", "5", '"s"', "{}", '{"ID": NaN}', '{"ID": Infinity, "ID": 2}',
+              '{"ID": 1.5e+300}', '{"ID": 123456789012345678901234567890}']
+    rng.shuffle(texts)
+    want = image_fields(texts, names)
+    arr = pa.array(texts, pa.string())
+    for images in (arr, pa.chunked_array([arr[:700], arr[700:]]), pa.array([None] * 3 + texts)[3:]):
+        got = [a.to_pylist() for a in field_texts(images, names)]
+        assert got == want
+    fast = pc.match_substring_regex(pa.array([t for t in texts if t]), image_pattern(names))
+    assert pc.sum(fast.cast(pa.int64())).as_py() >= canonical * 0.9
+    assert field_texts(pa.array([None, None], pa.string()), ["A"])[0].to_pylist() == [None, None]
+    assert field_texts(pa.array(['{"A": 1}']), []) == []
+
+
 def test_keys_of_row_images(spark):
     from dblog.mirror import key_meta, key_of
     from pyspark.sql import functions as F
