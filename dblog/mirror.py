@@ -943,10 +943,10 @@ def _render_mirror(spec: dict, rows):
     """Generic rows of one table -> [its typed rows, its generic rows] (``mirror_specs``)."""
     import pyarrow as pa
 
-    from .tables import cast_texts, image_fields
+    from .tables import cast_texts, field_texts
 
     columns = spec["columns"]
-    fields = image_fields(rows.column("row").to_pylist(), [n for n, _ in columns])
+    fields = field_texts(rows.column("row"), [n for n, _ in columns])
     typed_schema_, rows_schema = spec["outputs"][0][1], spec["outputs"][1][1]
     arrays = [cast_texts(vals, f.type) for vals, f in zip(fields, typed_schema_)]
     meta = [rows.column("_commit_seq").cast(pa.int64()), rows.column("_date").cast(pa.string())]
