@@ -228,6 +228,12 @@ def _gather(images: pa.Array, starts, ends) -> pa.Array:
     return spans.take(pa.array(np.arange(0, 2 * n, 2, dtype=np.int64)))
 
 
+# images below which ``field_texts`` reads them one by one: its bulk split costs ~0.5 ms a
+# call (the pattern's compilation, numpy calls per column) plus ~1 us an image, ``json``
+# 2-10 us an image (docs/BENCHMARK.md, "Twenty-eighth session")
+FIELD_TEXTS_BULK_ROWS = 64
+
+
 def field_texts(images, names: list[str]) -> list[pa.Array]:
     """Row images (an Arrow string column; null: no image) -> per name, the field's text as
     ``image_fields`` gives it (null when absent or JSON null), as Arrow string arrays.
@@ -249,6 +255,8 @@ def field_texts(images, names: list[str]) -> list[pa.Array]:
     n = len(images)
     if not names:
         return []
+    if n < FIELD_TEXTS_BULK_ROWS:       # few images: the fixed cost of the bulk split is more
+        return [pa.array(v, pa.string()) for v in image_fields(images.to_pylist(), names)]
     matched = pc.fill_null(pc.match_substring_regex(images, image_pattern(names)), False) \
         .to_numpy(zero_copy_only=False)
     ok = np.flatnonzero(matched)
@@ -263,9 +271,11 @@ def field_texts(images, names: list[str]) -> list[pa.Array]:
     data = np.frombuffer(images.buffers()[2], np.uint8) if len(ok) else None
     backslashes = np.flatnonzero(data == _BACKSLASH) if len(ok) else None
     # row -> its place among the matched rows (null for the others)
-    place = np.full(n, -1, np.int64)
-    place[ok] = np.arange(len(ok))
-    where = pa.array(place, mask=place < 0)
+    where = None
+    if len(ok) < n:
+        place = np.full(n, -1, np.int64)
+        place[ok] = np.arange(len(ok))
+        where = pa.array(place, mask=place < 0)
     out = []
     for i in range(len(names)):
         if len(ok):
@@ -282,7 +292,7 @@ def field_texts(images, names: list[str]) -> list[pa.Array]:
             if blob.any():     # a BLOB reference: its compact JSON (``_raw``)
                 texts = pc.if_else(pa.array(blob), pc.replace_substring(
                     texts, '{"blob_id": ', '{"blob_id":', max_replacements=1), texts)
-            text = texts.take(where)
+            text = texts if len(ok) == n else texts.take(where)
         else:
             odd = np.zeros(0, bool)
             text = pa.nulls(n, pa.string())
@@ -350,9 +360,13 @@ def typed_batch(rows: pa.Table, columns: list[tuple[str, str]], schema: pa.Schem
     """Rows of one table (INPUT_COLUMNS) -> its typed rows (``schema``)."""
     names = [n for n, _ in columns]
     arrays = [rows.column(n).cast(t) for n, t in META_FIELDS]
-    for image in ("before", "after"):
-        fields = field_texts(rows.column(image), names)
-        arrays += [cast_texts(vals, arrow_type(st)) for vals, (_, st) in zip(fields, columns)]
+    n = rows.num_rows
+    # both images in one column: one match of the pattern, one cast per column
+    both = pa.chunked_array([*rows.column("before").cast(pa.string()).chunks,
+                             *rows.column("after").cast(pa.string()).chunks], pa.string())
+    cast = [cast_texts(vals, arrow_type(st)) for vals, (_, st) in zip(field_texts(both, names), columns)]
+    for lo in (0, n):
+        arrays += [a.slice(lo, n) for a in cast]
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
@@ -476,10 +490,35 @@ def table_specs(manifest: dict, out_root: Path) -> dict[str, dict]:
     return specs
 
 
-def write_tables(changes, specs: dict[str, dict]):
-    """changes (INPUT_COLUMNS) -> the files written (WRITTEN_DDL), as a lazy DataFrame."""
-    rows = changes.select(*INPUT_COLUMNS).hint("rebalance", "source", "table_id")
-    return rows.mapInArrow(write_by_table(_render_table, specs), WRITTEN_DDL)
+# a night of fewer changes than this is split by rows, not bytes: its shuffle (~120 bytes a
+# change) is below Spark's advisory partition size, so the adaptive rebalance gave the
+# whole night to one task, while the Python writer costs ~5-10 us a change (200,000
+# changes over 500 tables: 2.1 s on one core; docs/BENCHMARK.md, "Twenty-eighth session")
+SPLIT_BY_ROWS_BELOW = 1_000_000
+TASK_MIN_ROWS = 50_000        # changes below which a night is not split further
+
+
+def write_tables(changes, specs: dict[str, dict], rows: int | None = None, cores: int = 1):
+    """changes (INPUT_COLUMNS) -> the files written (WRITTEN_DDL), as a lazy DataFrame.
+    Rows of one table meet in one task: a rebalance by (source, table_id), which adaptive
+    execution sizes by bytes and splits when a table is large; a night of ``rows`` changes
+    below ``SPLIT_BY_ROWS_BELOW`` is hashed by table into as many partitions as ``cores``
+    (at most one per ``TASK_MIN_ROWS``) instead."""
+    df = changes.select(*INPUT_COLUMNS)
+    if rows is not None and rows < SPLIT_BY_ROWS_BELOW:
+        df = df.repartition(max(1, min(cores, -(-rows // TASK_MIN_ROWS))), "source", "table_id")
+    else:
+        df = df.hint("rebalance", "source", "table_id")
+    return df.mapInArrow(write_by_table(_render_table, specs), WRITTEN_DDL)
+
+
+def staged_rows(folder: Path) -> int:
+    """Rows of the Parquet files under ``folder`` (any depth), from their footers."""
+    import pyarrow.parquet as pq
+
+    from .ordering.filehook import parquet_files
+
+    return sum(pq.ParquetFile(f).metadata.num_rows for f in parquet_files(folder))
 
 
 def tables_stage(spark, manifest: dict, run_dir: Path) -> int:
@@ -489,5 +528,7 @@ def tables_stage(spark, manifest: dict, run_dir: Path) -> int:
     if out_root.exists():
         shutil.rmtree(out_root)
     specs = table_specs(manifest, out_root)
-    written = write_tables(read_staged(spark, run_dir, CHANGES), specs).collect()
+    written = write_tables(read_staged(spark, run_dir, CHANGES), specs,
+                           staged_rows(run_dir / CHANGES),
+                           int(spark.sparkContext.defaultParallelism)).collect()
     return len({(r["source"], r["table_id"]) for r in written})

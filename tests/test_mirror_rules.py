@@ -440,3 +440,32 @@ def test_no_previous_rows_are_pruned_from_the_plans(spark):
         return df._jdf.queryExecution().optimizedPlan().toString().count("Join ")
     assert joins(pruned[0]) < joins(plain[0]) and joins(pruned[1]) < joins(plain[1])
     persisted.unpersist()
+
+
+def test_typed_tables_split_a_small_night_by_rows_and_keep_each_table_in_one_task(spark, tmp_path):
+    """``write_tables``: a night below ``SPLIT_BY_ROWS_BELOW`` changes is hashed by table into
+    as many partitions as cores (one per ``TASK_MIN_ROWS``), not left to the byte-sized
+    rebalance (one task for a small night); each table is still written by one task, one
+    file; the values are the images' (``typed_batch``)."""
+    import pyarrow.parquet as pq
+
+    from dblog.tables import TASK_MIN_ROWS, table_specs, write_tables
+
+    cols = [{"name": "ID", "type": "INTEGER", "nullable": False}, {"name": "V", "type": "VARCHAR", "length": 9}]
+    catalog = {"source": "s", "format": "rdb", "tables": [
+        {"id": str(t), "schema": "S", "name": f"T{t}", "key": ["ID"], "columns": cols} for t in range(6)]}
+    manifest = {"date": "2026-11-30", "sources": [{"name": "s", "catalog": catalog}]}
+    specs = table_specs(manifest, tmp_path / "tables")
+    rows = [("s", str(i % 6), "c", i, 1, None, None, json.dumps({"ID": i, "V": f"v{i}"}))
+            for i in range(600)]
+    df = spark.createDataFrame(rows, "source STRING, table_id STRING, op STRING, commit_seq LONG, "
+                                     "event_seq INT, commit_ts TIMESTAMP, before STRING, after STRING")
+    small = write_tables(df, specs, rows=2 * TASK_MIN_ROWS, cores=2)
+    assert small.rdd.getNumPartitions() == 2
+    assert write_tables(df, specs, rows=TASK_MIN_ROWS // 2, cores=2).rdd.getNumPartitions() == 1
+    written = small.collect()
+    assert sorted(r["table_id"] for r in written) == [str(t) for t in range(6)]   # one task each
+    got = pq.read_table(written[0]["path"]).to_pylist()
+    t = int(written[0]["table_id"])
+    assert sorted(r["after_ID"] for r in got) == list(range(t, 600, 6))
+    assert {r["after_V"] for r in got} == {f"v{i}" for i in range(t, 600, 6)}
