@@ -232,6 +232,7 @@ def _gather(images: pa.Array, starts, ends) -> pa.Array:
 # call (the pattern's compilation, numpy calls per column) plus ~1 us an image, ``json``
 # 2-10 us an image (docs/BENCHMARK.md, "Twenty-eighth session")
 FIELD_TEXTS_BULK_ROWS = 64
+FIELD_TEXTS_GROUP_BYTES = 256 << 20    # chunks of a column split together at most
 
 
 def field_texts(images, names: list[str]) -> list[pa.Array]:
@@ -245,10 +246,21 @@ def field_texts(images, names: list[str]) -> list[pa.Array]:
     one with an escape through ``json``, value by value; a BLOB reference as compact JSON).
     An image the pattern does not match (another column order, nested values, invalid
     JSON ...) goes through ``image_fields``, so every image gets exactly the texts
-    ``image_fields`` gives (``tests/test_tables.py``)."""
+    ``image_fields`` gives (``tests/test_mirror_rules.py``). A column of more than
+    ``FIELD_TEXTS_GROUP_BYTES`` is split a group of its chunks at a time."""
     import numpy as np
 
     if isinstance(images, pa.ChunkedArray):
+        groups, size = [[]], 0
+        for chunk in images.chunks:
+            if size and size + chunk.nbytes > FIELD_TEXTS_GROUP_BYTES:
+                groups.append([])
+                size = 0
+            groups[-1].append(chunk)
+            size += chunk.nbytes
+        if len(groups) > 1:     # (32-bit string offsets: a group's bytes stay far below 2 GB)
+            parts = [field_texts(pa.chunked_array(g, images.type), names) for g in groups]
+            return [pa.concat_arrays([p[i] for p in parts]) for i in range(len(names))]
         images = images.combine_chunks()
     if images.type != pa.string():
         images = images.cast(pa.string())
@@ -263,9 +275,9 @@ def field_texts(images, names: list[str]) -> list[pa.Array]:
     spans = _value_spans(images, ok, names) if len(ok) else None
     if spans is None:
         ok = ok[:0]
-    valid = images.is_valid().to_numpy(zero_copy_only=False)
-    rest = np.flatnonzero(valid & ~np.isin(np.arange(n), ok)) if len(ok) \
-        else np.flatnonzero(valid)
+    valid = images.is_valid().to_numpy(zero_copy_only=False).copy()
+    valid[ok] = False
+    rest = np.flatnonzero(valid)
     slow = image_fields(images.take(pa.array(rest, pa.int64())).to_pylist(), names) \
         if len(rest) else None
     data = np.frombuffer(images.buffers()[2], np.uint8) if len(ok) else None

@@ -73,17 +73,19 @@ def test_image_fields_keep_nested_values_as_written():
         ["1e3", None, None, None], ["s", None, None, None]]
 
 
-def test_field_texts_equal_image_fields_image_by_image():
+def test_field_texts_equal_image_fields_image_by_image(monkeypatch):
     """``field_texts`` (the typed tables' split of the images by column: one RE2 match,
     numpy cuts) gives exactly ``image_fields``' texts (``json`` image by image): seeded
     images of every type rendered by RowRenderer (escapes, BLOB references, NaN, long
     digits), and the same images broken or changed (raw control characters, a comma and a
     field name inside a string, backslash runs before quotes, columns missing, reordered
     or repeated, other spacing, nested values, not an object, not JSON, null); in one
-    chunk, chunked and sliced. The canonical images take the fast path."""
+    chunk, chunked, sliced, and in groups of chunks. The canonical images take the fast
+    path."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    from dblog import tables
     from dblog.tables import field_texts, image_fields, image_pattern
 
     rng = random.Random(20261130)
@@ -110,6 +112,10 @@ def test_field_texts_equal_image_fields_image_by_image():
     for images in (arr, pa.chunked_array([arr[:700], arr[700:]]), pa.array([None] * 3 + texts)[3:]):
         got = [a.to_pylist() for a in field_texts(images, names)]
         assert got == want
+    # a column bigger than a group is split a group of chunks at a time
+    monkeypatch.setattr(tables, "FIELD_TEXTS_GROUP_BYTES", arr.nbytes // 5)
+    chunks = pa.chunked_array([arr[i:i + 100] for i in range(0, len(arr), 100)])
+    assert [a.to_pylist() for a in field_texts(chunks, names)] == want
     fast = pc.match_substring_regex(pa.array([t for t in texts if t]), image_pattern(names))
     assert pc.sum(fast.cast(pa.int64())).as_py() >= canonical * 0.9
     assert field_texts(pa.array([None, None], pa.string()), ["A"])[0].to_pylist() == [None, None]
