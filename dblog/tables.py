@@ -280,50 +280,52 @@ def field_texts(images, names: list[str]) -> list[pa.Array]:
     rest = np.flatnonzero(valid)
     slow = image_fields(images.take(pa.array(rest, pa.int64())).to_pylist(), names) \
         if len(rest) else None
-    data = np.frombuffer(images.buffers()[2], np.uint8) if len(ok) else None
-    backslashes = np.flatnonzero(data == _BACKSLASH) if len(ok) else None
-    # row -> its place among the matched rows (null for the others)
-    where = None
-    if len(ok) < n:
-        place = np.full(n, -1, np.int64)
-        place[ok] = np.arange(len(ok))
-        where = pa.array(place, mask=place < 0)
-    out = []
-    for i in range(len(names)):
-        if len(ok):
-            s, e = spans[0][:, i], spans[1][:, i]
-            first = data[s]
-            quoted = first == _QUOTE
-            s, e = np.where(quoted, s + 1, s), np.where(quoted, e - 1, e)
-            null = first == ord("n")
-            odd = quoted & (np.searchsorted(backslashes, e) > np.searchsorted(backslashes, s))
-            texts = _gather(images, s, e)
-            if null.any():
-                texts = pc.if_else(pa.array(null), pa.scalar(None, pa.string()), texts)
-            blob = first == ord("{")
-            if blob.any():     # a BLOB reference: its compact JSON (``_raw``)
-                texts = pc.if_else(pa.array(blob), pc.replace_substring(
-                    texts, '{"blob_id": ', '{"blob_id":', max_replacements=1), texts)
-            text = texts if len(ok) == n else texts.take(where)
-        else:
-            odd = np.zeros(0, bool)
-            text = pa.nulls(n, pa.string())
-        # the values with an escape through ``json``, and the careful rows
-        fixes: dict = {}
-        if odd.any():
-            rows = ok[odd]
-            raw = _gather(images, spans[0][odd, i], spans[1][odd, i]).to_pylist()
-            fixes.update(zip(rows.tolist(), (_text(_decode(t)) for t in raw)))
-        if len(rest):
-            fixes.update(zip(rest.tolist(), slow[i]))
-        if fixes:
-            mask = np.zeros(n, bool)
-            keys = sorted(fixes)
-            mask[keys] = True
-            text = pc.replace_with_mask(text, pa.array(mask),
-                                        pa.array([fixes[k] for k in keys], pa.string()))
-        out.append(text)
-    return out
+    k, m = len(names), len(ok)
+    if m:
+        data = np.frombuffer(images.buffers()[2], np.uint8)
+        s, e = spans                                # (m, k) each, ascending row by row
+        first = data[s]
+        quoted = first == _QUOTE
+        s, e = s + quoted, e - quoted               # (a string without its quotes)
+        backslashes = np.flatnonzero(data[int(s[0, 0]):int(e[-1, -1])] == _BACKSLASH) + int(s[0, 0])
+        odd = quoted & (np.searchsorted(backslashes, e) > np.searchsorted(backslashes, s))
+        # every value copied once, column after column: the spans' bounds as the offsets of
+        # one array (value, gap, value, ...), taken in column order
+        bounds = np.empty(2 * m * k, np.int32)
+        bounds[0::2], bounds[1::2] = s.ravel(), e.ravel()
+        spans_arr = pa.StringArray.from_buffers(2 * m * k - 1, pa.py_buffer(bounds), images.buffers()[2])
+        flat = spans_arr.take(pa.array((2 * np.arange(m * k, dtype=np.int64)).reshape(m, k).T.ravel()))
+        null = (first == ord("n")).T.ravel()
+        if null.any():
+            flat = pc.if_else(pa.array(null), pa.scalar(None, pa.string()), flat)
+        blob = (first == ord("{")).T.ravel()
+        if blob.any():     # a BLOB reference: its compact JSON (``_raw``)
+            flat = pc.if_else(pa.array(blob), pc.replace_substring(
+                flat, '{"blob_id": ', '{"blob_id":', max_replacements=1), flat)
+        if m < n:          # the other rows' places: null, then the careful path's values
+            place = np.full(n, -1, np.int64)
+            place[ok] = np.arange(m)
+            at = (place[None, :] + (np.arange(k, dtype=np.int64) * m)[:, None]).ravel()
+            flat = flat.take(pa.array(at, mask=np.tile(place < 0, k)))
+    else:
+        odd = np.zeros((0, k), bool)
+        flat = pa.nulls(n * k, pa.string())
+    # the values with an escape through ``json``, and the careful rows (position: column * n
+    # + row)
+    fixes: dict = {}
+    if odd.any():
+        r, c = np.nonzero(odd)
+        raw = _gather(images, spans[0][r, c], spans[1][r, c]).to_pylist()
+        fixes.update(zip((c * n + ok[r]).tolist(), (_text(_decode(t)) for t in raw)))
+    for i in range(k) if len(rest) else ():
+        fixes.update(zip((i * n + rest).tolist(), slow[i]))
+    if fixes:
+        mask = np.zeros(n * k, bool)
+        keys = sorted(fixes)
+        mask[keys] = True
+        flat = pc.replace_with_mask(flat, pa.array(mask),
+                                    pa.array([fixes[x] for x in keys], pa.string()))
+    return [flat.slice(i * n, n) for i in range(k)]
 
 
 def _one(text: str, typ: pa.DataType):
