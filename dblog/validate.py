@@ -538,7 +538,30 @@ def summarize(result, spark=None, checks_dir: Path | None = None) -> tuple[bool,
     return bool(result.success), failures, rows
 
 
+# the shuffle partition size adaptive execution aims at while the stage runs: its queries
+# (the check datasets' aggregations, Great Expectations' metrics) cost much CPU per byte, and
+# at the session's 64 MB their shuffles ran as one or two tasks (the five sources' 1M
+# nights: 33.2-38.2 s against 29.0-31.0 s at 8 MB; docs/BENCHMARK.md, "Twenty-eighth session")
+VALIDATE_PARTITION_SIZE = "8m"
+PARTITION_SIZE_KEY = "spark.sql.adaptive.advisoryPartitionSizeInBytes"
+
+
 def validate_stage(spark, manifest: dict, run_dir: Path, root: DataRoot) -> ValidationResult:
+    """Check datasets, the night's metrics and history checks, the Great Expectations
+    checkpoint and the report, with the stage's shuffle partition size
+    (``VALIDATE_PARTITION_SIZE``; the session's is restored after)."""
+    before = spark.conf.get(PARTITION_SIZE_KEY, None)
+    spark.conf.set(PARTITION_SIZE_KEY, VALIDATE_PARTITION_SIZE)
+    try:
+        return _validate_stage(spark, manifest, run_dir, root)
+    finally:
+        if before is None:
+            spark.conf.unset(PARTITION_SIZE_KEY)
+        else:
+            spark.conf.set(PARTITION_SIZE_KEY, before)
+
+
+def _validate_stage(spark, manifest: dict, run_dir: Path, root: DataRoot) -> ValidationResult:
     from .checks import finish_night, history_stage
 
     run_dir = Path(run_dir)

@@ -116,3 +116,25 @@ def test_pandas_rows_setting(monkeypatch):
         monkeypatch.setenv(V.PANDAS_ROWS_ENV, bad)
         with pytest.raises(ValueError, match=V.PANDAS_ROWS_ENV):
             V.pandas_max_rows()
+
+
+def test_the_validation_runs_with_its_own_partition_size_and_restores_the_sessions(spark, monkeypatch):
+    """``validate_stage`` runs its queries with ``VALIDATE_PARTITION_SIZE`` as adaptive
+    execution's target partition size and gives the session its own back afterwards, also
+    when the stage fails."""
+    key = V.PARTITION_SIZE_KEY
+    before = spark.conf.get(key)
+    seen = []
+
+    def stage(spark_, manifest, run_dir, root):
+        seen.append(spark_.conf.get(key))
+        if manifest.get("fail"):
+            raise RuntimeError("a failed stage")
+        return "result"
+
+    monkeypatch.setattr(V, "_validate_stage", stage)
+    assert V.validate_stage(spark, {}, None, None) == "result"
+    with pytest.raises(RuntimeError, match="a failed stage"):
+        V.validate_stage(spark, {"fail": True}, None, None)
+    assert seen == [V.VALIDATE_PARTITION_SIZE] * 2 and V.VALIDATE_PARTITION_SIZE != before
+    assert spark.conf.get(key) == before
