@@ -213,10 +213,10 @@ def _value_spans(images: pa.Array, ok, names: list[str]):
     return field_start + prefix, ends
 
 
-def _gather(images: pa.Array, starts, ends) -> pa.Array:
+def _gather(images: pa.Array, starts, ends, order=None) -> pa.Array:
     """The strings at byte spans [starts, ends) (increasing, not overlapping) of the data
     buffer of ``images``, copied once (``take`` of every other string of an array whose
-    offsets are the spans' bounds)."""
+    offsets are the spans' bounds), in span order or in ``order`` (span numbers)."""
     import numpy as np
 
     n = len(starts)
@@ -225,7 +225,8 @@ def _gather(images: pa.Array, starts, ends) -> pa.Array:
     bounds = np.empty(2 * n, np.int32)
     bounds[0::2], bounds[1::2] = starts, ends
     spans = pa.StringArray.from_buffers(2 * n - 1, pa.py_buffer(bounds), images.buffers()[2])
-    return spans.take(pa.array(np.arange(0, 2 * n, 2, dtype=np.int64)))
+    order = np.arange(n, dtype=np.int64) if order is None else order
+    return spans.take(pa.array(2 * order))
 
 
 # images below which ``field_texts`` reads them one by one: its bulk split costs ~0.5 ms a
@@ -289,12 +290,9 @@ def field_texts(images, names: list[str]) -> list[pa.Array]:
         s, e = s + quoted, e - quoted               # (a string without its quotes)
         backslashes = np.flatnonzero(data[int(s[0, 0]):int(e[-1, -1])] == _BACKSLASH) + int(s[0, 0])
         odd = quoted & (np.searchsorted(backslashes, e) > np.searchsorted(backslashes, s))
-        # every value copied once, column after column: the spans' bounds as the offsets of
-        # one array (value, gap, value, ...), taken in column order
-        bounds = np.empty(2 * m * k, np.int32)
-        bounds[0::2], bounds[1::2] = s.ravel(), e.ravel()
-        spans_arr = pa.StringArray.from_buffers(2 * m * k - 1, pa.py_buffer(bounds), images.buffers()[2])
-        flat = spans_arr.take(pa.array((2 * np.arange(m * k, dtype=np.int64)).reshape(m, k).T.ravel()))
+        # every value copied once, column after column (the spans ascend row by row)
+        flat = _gather(images, s.ravel(), e.ravel(),
+                       np.arange(m * k, dtype=np.int64).reshape(m, k).T.ravel())
         null = (first == ord("n")).T.ravel()
         if null.any():
             flat = pc.if_else(pa.array(null), pa.scalar(None, pa.string()), flat)
@@ -526,15 +524,6 @@ def write_tables(changes, specs: dict[str, dict], rows: int | None = None, cores
     return df.mapInArrow(write_by_table(_render_table, specs), WRITTEN_DDL)
 
 
-def staged_rows(folder: Path) -> int:
-    """Rows of the Parquet files under ``folder`` (any depth), from their footers."""
-    import pyarrow.parquet as pq
-
-    from .ordering.filehook import parquet_files
-
-    return sum(pq.ParquetFile(f).metadata.num_rows for f in parquet_files(folder))
-
-
 def tables_stage(spark, manifest: dict, run_dir: Path) -> int:
     """Write one typed dataset per catalog table that has changes tonight; returns how many."""
     run_dir = Path(run_dir)
@@ -542,7 +531,10 @@ def tables_stage(spark, manifest: dict, run_dir: Path) -> int:
     if out_root.exists():
         shutil.rmtree(out_root)
     specs = table_specs(manifest, out_root)
-    written = write_tables(read_staged(spark, run_dir, CHANGES), specs,
-                           staged_rows(run_dir / CHANGES),
+    from .ordering.filehook import parquet_files
+    from .ordering.stage import parquet_rows
+
+    rows = sum(parquet_rows(f) for f in parquet_files(run_dir / CHANGES))
+    written = write_tables(read_staged(spark, run_dir, CHANGES), specs, rows,
                            int(spark.sparkContext.defaultParallelism)).collect()
     return len({(r["source"], r["table_id"]) for r in written})
